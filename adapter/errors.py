@@ -1,0 +1,86 @@
+"""Typed errors: one hierarchy, so callers branch on the type and never on message text.
+
+    VfSglangError
+    ├── ConfigurationError        an unsupported combination, found before any episode runs;
+    │   │                         the message names the flag/version and what to do instead.
+    │   │                         The bridge answers these with HTTP 400 (never retried).
+    │   ├── EnvConfigError        the EnvConfig TOML: path, suffix, shape, V0, dialect
+    │   ├── UnsupportedVersionError  installed verifiers/renderers refused by the version gate
+    │   └── UnsupportedRequestError  a generate request the adapter cannot serve (multimodal
+    │                             features, routing policy without a session id, ...)
+    ├── WireFormatError           the engine answered something that is not a valid sample:
+    │   │                         missing/mismatched logprobs, non-finite or positive values,
+    │   │                         a count that disagrees with `completion_tokens`.
+    │   └── FinishReasonError     a finish reason that is missing or unknown (names the value)
+    ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
+    ├── EngineError               the engine could not be reached or failed (issue: bridge);
+    │                             carries the HTTP status when there was one
+    └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
+        └── EmptyTraceError       a trace with no branches: nothing to train on
+
+Verifiers' own `OverlongPromptError` (a clean truncation, not a failure) is raised by
+`adapter.wire` when the length budget is exhausted; it is not part of this hierarchy because
+Verifiers must recognise it by its own type.
+"""
+
+from __future__ import annotations
+
+
+class VfSglangError(Exception):
+    """Base of every error the adapter raises on purpose."""
+
+
+class ConfigurationError(VfSglangError):
+    """An unsupported configuration. Found before any episode runs; never retried."""
+
+
+class EnvConfigError(ConfigurationError):
+    """The EnvConfig TOML cannot be used (missing, not .toml, not a table, V0, wrong dialect)."""
+
+
+class UnsupportedVersionError(ConfigurationError):
+    """The installed verifiers/renderers combination is refused by the version gate."""
+
+
+class UnsupportedRequestError(ConfigurationError):
+    """A generate request the adapter cannot serve; the bridge answers it with HTTP 400."""
+
+
+class WireFormatError(VfSglangError):
+    """The engine's output cannot be turned into exact token ids and sampling logprobs."""
+
+
+class FinishReasonError(WireFormatError):
+    """The engine's finish reason is missing or not one the adapter knows."""
+
+    def __init__(self, message: str, *, value: object) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+class EngineAbortedError(VfSglangError):
+    """The engine aborted the request; the turn is not complete and must not be trained on."""
+
+    def __init__(self, message: str, *, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class EngineError(VfSglangError):
+    """The engine could not be reached, timed out, or answered with an error status."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class TraceConversionError(VfSglangError):
+    """A trace cannot become a Sample without breaking an invariant."""
+
+    def __init__(self, message: str, *, trace_id: str | None = None) -> None:
+        super().__init__(message)
+        self.trace_id = trace_id
+
+
+class EmptyTraceError(TraceConversionError):
+    """A trace has no branches (e.g. a provider error or an overlong first prompt)."""

@@ -1,0 +1,266 @@
+"""Pure translation between Renderers' token-in/token-out wire and SGLang's native `/generate`.
+
+Consumes:
+  * a Renderers generate body (`POST /inference/v1/generate`, produced by
+    `renderers.client.generate`): `model`, `token_ids`, `sampling_params`, optional
+    `features`, `cache_salt`, `priority`; plus the `X-Session-ID` header (the trace id);
+  * an SGLang `/generate` output: `output_ids`, `meta_info{id, finish_reason,
+    completion_tokens, output_token_logprobs: [[logprob, token_id, text|None], ...]}`.
+Emits:
+  * `SGLangRequest(payload, headers)` for `POST {sglang}/generate`;
+  * the Renderers response body `{"request_id", "choices": [{"token_ids", "logprobs":
+    {"content": [{"token": "token_id:<id>", "logprob"}]}, "finish_reason"}]}`, which
+    renderers ≥ 0.1.9 validates label by label.
+
+Invariants enforced here (CONTRACT.md §2–§3): sampled ids and logprobs are zipped strictly from
+the engine's own `output_token_logprobs` (never re-tokenized); every logprob is finite and ≤ 0;
+`abort` and unknown finish reasons are typed errors; an exhausted length budget raises
+Verifiers' `OverlongPromptError` (a clean truncation). No I/O happens in this module.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.errors import (
+    EngineAbortedError,
+    FinishReasonError,
+    UnsupportedRequestError,
+    WireFormatError,
+)
+from adapter.settings import MILES_LORA_NAME, Settings
+
+SESSION_ID_HEADER = "X-Session-ID"
+ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
+
+# Renderers' sampling keys that SGLang names differently.
+RENAMED_KEYS = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens", "seed": "sampling_seed"}
+# Keys Renderers/Verifiers set that SGLang's SamplingParams does not accept: `logprobs` is
+# replaced by `return_logprob`; `routed_experts_prompt_start` only serves vLLM's routing replay,
+# which the adapter refuses (validation: --use-rollout-routing-replay).
+DROPPED_KEYS = frozenset({"logprobs", "routed_experts_prompt_start"})
+# Finish reasons passed through to Renderers unchanged. `abort` is an error, anything else too.
+FINISH_REASONS = frozenset({"stop", "length"})
+# log_softmax can round a certain token's logprob to a hair above zero; more is a wrong value.
+POSITIVE_LOGPROB_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class SGLangRequest:
+    """One SGLang call: the JSON `payload` for `POST /generate` and extra HTTP `headers`
+    (the routing key; empty when the router policy needs none)."""
+
+    payload: dict[str, Any]
+    headers: dict[str, str]
+
+
+def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
+    # Imported here: `verifiers.v1` costs seconds to import and this module stays pure.
+    from verifiers.v1.errors import OverlongPromptError
+
+    # The wording carries "maximum context length" so Verifiers' TrainClient recognises the
+    # relayed 400 as an overlong prompt too (its `model_error` phrase table).
+    return OverlongPromptError(
+        f"Prompt length ({prompt_len}) exceeds maximum context length ({limit}): {what}",
+        status_code=400,
+    )
+
+
+def routing_headers(session_id: str | None, settings: Settings) -> dict[str, str]:
+    """The SGLang router's routing header for policies that pin a session to one worker."""
+    if not settings.needs_routing_key:
+        return {}
+    if not session_id:
+        raise UnsupportedRequestError(
+            f"--sglang-router-policy {settings.sglang_router_policy} routes every request by "
+            f"session, but this request has no {SESSION_ID_HEADER} header: send requests "
+            "through Verifiers' TrainClient (it sets the header) or use another router policy"
+        )
+    return {ROUTING_KEY_HEADER: session_id}
+
+
+def _merge_stop_ids(renderer_ids: Any, trainer_ids: Sequence[int] | None) -> list[int]:
+    merged: list[int] = []
+    for token_id in [*(renderer_ids or []), *(trainer_ids or [])]:
+        if token_id not in merged:
+            merged.append(token_id)
+    return merged
+
+
+def length_budget(prompt_len: int, requested: int | None, settings: Settings) -> int | None:
+    """`max_new_tokens` for a prompt: the request's (or the trainer's) budget, bounded by the
+    context left after the prompt and by the max response length. None means unbounded."""
+    budget = requested if requested is not None else settings.rollout_max_response_len
+    context = settings.rollout_max_context_len
+    if context is not None:
+        left = context - prompt_len
+        budget = left if budget is None else min(budget, left)
+    if budget is not None and settings.rollout_max_response_len is not None:
+        budget = min(budget, settings.rollout_max_response_len)
+    if budget is not None and budget <= 0:
+        raise _overlong(prompt_len, context if context is not None else prompt_len, "no tokens left")
+    return budget
+
+
+def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Settings) -> dict[str, Any]:
+    incoming = body.get("sampling_params") or {}
+    if not isinstance(incoming, Mapping):
+        raise UnsupportedRequestError("sampling_params must be an object")
+    params: dict[str, Any] = {}
+    for key, value in incoming.items():
+        if key not in DROPPED_KEYS:
+            params[RENAMED_KEYS.get(key, key)] = value
+    if not params.get("stop") and settings.rollout_stop:
+        params["stop"] = list(settings.rollout_stop)
+    params["stop_token_ids"] = _merge_stop_ids(
+        params.get("stop_token_ids"), settings.rollout_stop_token_ids
+    )
+    params["skip_special_tokens"] = settings.rollout_skip_special_tokens
+    params["no_stop_trim"] = True
+    params["spaces_between_special_tokens"] = False
+    params["n"] = 1
+    budget = length_budget(prompt_len, params.pop("max_new_tokens", None), settings)
+    if budget is not None:
+        params["max_new_tokens"] = budget
+    return params
+
+
+def _prompt_ids(body: Mapping[str, Any]) -> list[int]:
+    ids = body.get("token_ids")
+    if not isinstance(ids, list) or not ids:
+        raise UnsupportedRequestError("token_ids must be a non-empty list of token ids")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise UnsupportedRequestError("token_ids must hold non-negative integers only")
+    return ids
+
+
+def to_sglang_request(
+    body: Mapping[str, Any],
+    *,
+    settings: Settings,
+    session_id: str | None,
+    first_turn: bool,
+) -> SGLangRequest:
+    """Translate one Renderers generate body. `first_turn` is True for a session's first
+    request and for requests with no session id: the trainer's max prompt length applies to
+    those only (later turns are bounded by the context length)."""
+    if body.get("features"):
+        raise UnsupportedRequestError(
+            "multimodal `features` are not supported: the adapter serves text-only renderers; "
+            "use a text model, or drop image inputs from the taskset"
+        )
+    prompt = _prompt_ids(body)
+    max_prompt = settings.rollout_max_prompt_len
+    if first_turn and max_prompt is not None and len(prompt) > max_prompt:
+        raise _overlong(len(prompt), max_prompt, "--rollout-max-prompt-len on the first turn")
+    payload: dict[str, Any] = {
+        "input_ids": prompt,
+        "sampling_params": _sampling_params(body, len(prompt), settings),
+        "return_logprob": True,
+    }
+    if settings.rollout_lora_live:
+        payload["lora_path"] = MILES_LORA_NAME
+    if body.get("priority") is not None:
+        payload["priority"] = body["priority"]
+    if body.get("cache_salt") is not None:
+        payload["extra_key"] = body["cache_salt"]
+    return SGLangRequest(payload=payload, headers=routing_headers(session_id, settings))
+
+
+def finish_reason_of(meta: Mapping[str, Any]) -> str:
+    """SGLang's finish reason (`{"type": ...}` or a bare string) as Renderers' string.
+    `abort` raises `EngineAbortedError`; missing or unknown values raise `FinishReasonError`."""
+    raw = meta.get("finish_reason")
+    kind = raw.get("type") if isinstance(raw, Mapping) else raw
+    if kind == "abort":
+        message = raw.get("message") if isinstance(raw, Mapping) else None
+        raise EngineAbortedError(
+            f"engine aborted request {meta.get('id')!r}: {message or 'no message'}",
+            request_id=meta.get("id"),
+        )
+    if kind is None:
+        raise FinishReasonError("engine output has no finish_reason", value=raw)
+    if not isinstance(kind, str) or kind not in FINISH_REASONS:
+        raise FinishReasonError(
+            f"unknown finish_reason {raw!r}: expected one of {sorted(FINISH_REASONS)} or abort",
+            value=raw,
+        )
+    return str(kind)
+
+
+def _checked_logprob(value: Any, index: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {value!r} is not a number")
+    logprob = float(value)
+    if not math.isfinite(logprob):
+        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {logprob} is not finite")
+    if logprob > POSITIVE_LOGPROB_TOLERANCE:
+        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {logprob} is positive")
+    return logprob
+
+
+def sampled_tokens(output: Mapping[str, Any]) -> tuple[list[int], list[float]]:
+    """The sampled ids and their logprobs, zipped strictly from `output_token_logprobs` and
+    cross-checked against `output_ids` and `completion_tokens` when the engine sends them."""
+    meta = output["meta_info"]
+    items = meta.get("output_token_logprobs")
+    if not isinstance(items, list):
+        raise WireFormatError(
+            "meta_info.output_token_logprobs is missing: the /generate call must set "
+            "return_logprob=true"
+        )
+    ids: list[int] = []
+    logprobs: list[float] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, (list, tuple)) or len(item) < 2:
+            raise WireFormatError(f"output_token_logprobs[{index}] is not [logprob, token_id, ...]")
+        token_id = item[1]
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
+            raise WireFormatError(f"output_token_logprobs[{index}]: token id {token_id!r} is invalid")
+        logprobs.append(_checked_logprob(item[0], index))
+        ids.append(token_id)
+    output_ids = output.get("output_ids")
+    if output_ids is not None and list(output_ids) != ids:
+        first = next((i for i, (a, b) in enumerate(zip(output_ids, ids, strict=False)) if a != b), None)
+        where = f"first difference at {first}" if first is not None else "lengths differ"
+        raise WireFormatError(
+            f"output_ids ({len(output_ids)} ids) disagree with output_token_logprobs "
+            f"({len(ids)} ids): {where}"
+        )
+    count = meta.get("completion_tokens")
+    if count is not None and count != len(ids):
+        raise WireFormatError(
+            f"meta_info.completion_tokens is {count} but {len(ids)} sampled tokens carry logprobs"
+        )
+    return ids, logprobs
+
+
+def to_renderers_response(output: Any, *, request_id: str | None = None) -> dict[str, Any]:
+    """Translate one SGLang `/generate` output into the Renderers generate response."""
+    if isinstance(output, list):
+        raise WireFormatError(f"expected one /generate output, got a batch of {len(output)}")
+    if not isinstance(output, Mapping) or not isinstance(output.get("meta_info"), Mapping):
+        raise WireFormatError("engine output must be an object with a meta_info object")
+    meta = output["meta_info"]
+    finish = finish_reason_of(meta)
+    ids, logprobs = sampled_tokens(output)
+    return {
+        "request_id": str(meta.get("id") or request_id or uuid.uuid4().hex),
+        "choices": [
+            {
+                "index": 0,
+                "token_ids": ids,
+                "logprobs": {
+                    "content": [
+                        {"token": f"token_id:{token_id}", "logprob": logprob}
+                        for token_id, logprob in zip(ids, logprobs, strict=True)
+                    ]
+                },
+                "finish_reason": finish,
+            }
+        ],
+    }

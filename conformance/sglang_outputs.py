@@ -1,0 +1,49 @@
+"""SGLang `/generate` outputs in the engine's exact shape (sglang 0.5.23's tokenizer manager).
+
+One function builds them for every test and for the scripted engine, so the shape lives in
+one place: top-level `text` and `output_ids`; `meta_info` with `id`, `finish_reason`
+(`{"type": "stop", "matched": ...}`, `{"type": "length", "length": n}` or
+`{"type": "abort", "message": ...}`), `prompt_tokens`, `completion_tokens`, `cached_tokens`,
+`weight_version`, `e2e_latency` and `output_token_logprobs: [[logprob, id, None], ...]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def finish_reason(kind: str, ids: Sequence[int], *, message: str = "") -> dict[str, Any] | None:
+    if kind == "stop":
+        return {"type": "stop", "matched": ids[-1] if ids else None}
+    if kind == "length":
+        return {"type": "length", "length": len(ids)}
+    if kind == "abort":
+        return {"type": "abort", "message": message or "Abort request"}
+    return {"type": kind}
+
+
+def sglang_output(
+    ids: Sequence[int],
+    logprobs: Sequence[float],
+    *,
+    finish: str = "stop",
+    request_id: str = "sglang-req-0",
+    prompt_tokens: int = 0,
+    text: str = "",
+    weight_version: str = "default",
+) -> dict[str, Any]:
+    return {
+        "text": text,
+        "output_ids": list(ids),
+        "meta_info": {
+            "id": request_id,
+            "finish_reason": finish_reason(finish, ids),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(ids),
+            "cached_tokens": 0,
+            "weight_version": weight_version,
+            "e2e_latency": 0.01,
+            "output_token_logprobs": [[lp, i, None] for lp, i in zip(logprobs, ids, strict=True)],
+        },
+    }

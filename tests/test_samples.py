@@ -1,0 +1,197 @@
+"""Trace → Sample and group assembly (CONTRACT.md §4), on real verifiers 0.2.0 traces."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from adapter.errors import EmptyTraceError, TraceConversionError
+from adapter.sample_type import Sample, Status
+from adapter.samples import assemble_group, trace_to_samples
+from conformance.traces import TraceSpec, Turn, build_trace
+
+SPEC = TraceSpec()
+
+
+def one(spec: TraceSpec = SPEC, **kwargs) -> Sample:
+    (sample,) = trace_to_samples(build_trace(spec), **kwargs)
+    return sample
+
+
+def test_single_turn_fields() -> None:
+    trace = build_trace(SPEC)
+    (sample,) = trace_to_samples(trace)
+    scaffold, turn = SPEC.turns[0].scaffold_ids, SPEC.turns[0]
+    assert sample.tokens == [*SPEC.prompt_ids, *scaffold, *turn.completion_ids]
+    assert sample.response_length == len(turn.completion_ids)
+    assert sample.loss_mask == [1, 1]
+    assert sample.rollout_log_probs == list(turn.logprobs)
+    assert sample.reward == 1.0
+    assert sample.prompt == [{"role": "user", "content": "2+2"}]
+    assert sample.response == "4"
+    assert sample.label == "4"
+    assert sample.status is Status.COMPLETED
+    assert sample.routing_key == sample.rollout_id == sample.session_id == trace.id
+    assert sample.metadata["verifiers"] == {
+        "branch_index": 0, "task_index": 0, "rewards": {"correct": 1.0}, "metrics": {},
+        "stop_condition": "agent_completed"}
+    sample.validate()
+
+
+def test_multi_turn_tool_tokens_are_in_the_sample_but_not_trained_on() -> None:
+    tool_ids = (151644, 872, 198, 99, 151645, 198)
+    spec = dataclasses.replace(SPEC, turns=(
+        Turn((151657, 5, 151658, 151645), (-0.1, -0.2, -0.3, -0.4), "", followup_ids=tool_ids),
+        Turn((19, 151645), (-0.5, -0.6), "4"),
+    ))
+    sample = one(spec)
+    scaffold = list(spec.turns[1].scaffold_ids)
+    # response starts at the first sampled token; tool + scaffold tokens are masked out
+    assert sample.loss_mask == [1, 1, 1, 1, *[0] * len(tool_ids), *[0] * len(scaffold), 1, 1]
+    assert sample.rollout_log_probs == [-0.1, -0.2, -0.3, -0.4, *[0.0] * 9, -0.5, -0.6]
+    assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length
+    sample.validate()
+
+
+def test_multi_branch_trace_gives_one_sample_per_branch_sharing_rollout_id_and_reward() -> None:
+    samples = trace_to_samples(build_trace(dataclasses.replace(SPEC, extra_branches=2)))
+    assert [s.metadata["verifiers"]["branch_index"] for s in samples] == [0, 1, 2]
+    assert len({s.rollout_id for s in samples}) == 1
+    assert {s.reward for s in samples} == {1.0}
+
+
+def test_branchless_trace_is_an_empty_trace_error() -> None:
+    spec = dataclasses.replace(SPEC, turns=(), stop_condition="context_length")
+    with pytest.raises(EmptyTraceError, match="context_length"):
+        trace_to_samples(build_trace(spec))
+
+
+def test_length_mismatch_names_all_three_lengths() -> None:
+    trace = build_trace(SPEC)
+    trace.nodes[1].mask.append(True)  # one more mask entry than tokens
+    with pytest.raises(TraceConversionError, match=r"got 13, 14, 14"):
+        trace_to_samples(trace)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status"),
+    [
+        ({}, Status.COMPLETED),
+        ({"turns": (Turn((19, 20), (-0.1, -0.2), "4", finish_reason="length"),)}, Status.TRUNCATED),
+        ({"stop_condition": "max_turns"}, Status.TRUNCATED),
+        ({"error": ("ProviderError", "boom"), "stop_condition": "error"}, Status.FAILED),
+        ({"error": ("ProviderError", "boom"), "stop_condition": "max_turns"}, Status.FAILED),
+    ],
+    ids=["completed", "finish_length", "framework_limit", "error", "error_wins_over_truncation"],
+)
+def test_status(overrides, status) -> None:
+    assert one(dataclasses.replace(SPEC, **overrides)).status is status
+
+
+def test_error_is_recorded_as_json_in_metadata() -> None:
+    sample = one(dataclasses.replace(SPEC, error=("ProviderError", "engine 502")))
+    error = sample.metadata["verifiers"]["error"]
+    assert error["type"] == "ProviderError" and error["message"] == "engine 502"
+    json.dumps(sample.metadata)
+
+
+def test_reward_key_gives_every_component_plus_the_total() -> None:
+    spec = dataclasses.replace(SPEC, rewards={"correct": 1.0, "fastest": 0.25})
+    sample = one(spec, reward_key="fastest")
+    assert sample.reward == {"correct": 1.0, "fastest": 0.25, "reward": 1.25}
+    assert sample.get_reward_value(SimpleNamespace(reward_key="fastest")) == 0.25
+    assert one(spec).get_reward_value(SimpleNamespace(reward_key=None)) == 1.25
+
+
+@pytest.mark.parametrize(
+    ("prompt", "fields", "expected_prompt", "label"),
+    [
+        ("plain text", {"answer": "4"}, "plain text", "4"),
+        (None, {}, "", None),
+        ([{"role": "user", "content": "hi"}], {"label": "L", "answer": "A"}, None, "L"),
+    ],
+    ids=["string_prompt", "absent", "label_over_answer"],
+)
+def test_prompt_and_label(prompt, fields, expected_prompt, label) -> None:
+    sample = one(dataclasses.replace(SPEC, prompt=prompt, task_fields=fields))
+    assert sample.label == label
+    if expected_prompt is not None:
+        assert sample.prompt == expected_prompt
+    else:
+        assert sample.prompt == [{"role": "user", "content": "hi"}]
+
+
+def test_no_sampled_token_gives_zero_response_length() -> None:
+    sample = one(dataclasses.replace(SPEC, turns=(Turn((), (), ""),)))
+    assert (sample.response_length, sample.loss_mask, sample.rollout_log_probs) == (0, [], [])
+
+
+def group(*specs: TraceSpec, n: int | None = None, **kwargs):
+    traces = [build_trace(spec) for spec in specs]
+    return assemble_group(traces, n=len(traces) if n is None else n, **kwargs)
+
+
+def test_group_assigns_group_index_and_consecutive_indices() -> None:
+    outcome = group(SPEC, SPEC, dataclasses.replace(SPEC, extra_branches=1),
+                    group_index=7, first_index=10)
+    assert outcome.kept
+    assert [s.group_index for s in outcome.samples] == [7, 7, 7, 7]
+    assert [s.index for s in outcome.samples] == [10, 11, 12, 13]
+
+
+@pytest.mark.parametrize(
+    ("specs", "n", "reason"),
+    [
+        ((SPEC, dataclasses.replace(SPEC, error=("ProviderError", "x"))), None, "trace_error"),
+        ((SPEC, dataclasses.replace(SPEC, turns=())), None, "empty_trace"),
+        ((SPEC,), 2, "episode_error"),
+    ],
+    ids=["errored_trace", "branchless_trace", "wrong_count"],
+)
+def test_group_drops_by_reason(specs, n, reason) -> None:
+    outcome = group(*specs, n=n, group_index=0, first_index=0)
+    assert (outcome.kept, outcome.drop_reason, outcome.samples) == (False, reason, [])
+
+
+def test_group_with_a_misaligned_trace_is_a_trace_error() -> None:
+    traces = [build_trace(SPEC), build_trace(SPEC)]
+    traces[1].nodes[1].logprobs.append(-1.0)
+    traces[1].nodes[1].mask.append(True)
+    outcome = assemble_group(traces, n=2, group_index=0, first_index=0)
+    assert outcome.drop_reason == "trace_error" and "equal length" in outcome.detail
+
+
+def test_sample_round_trips_through_dict() -> None:
+    sample = one()
+    data = sample.to_dict()
+    assert data["status"] == "completed"
+    json.dumps(data)
+    assert Sample.from_dict(data) == sample
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("loss_mask", [1], "loss_mask length"), ("rollout_log_probs", [0.0], "rollout_log_probs"),
+     ("response_length", 99, "tokens length"), ("response_length", -1, ">= 0")],
+)
+def test_sample_validate_names_the_broken_length(field, value, message) -> None:
+    sample = one()
+    setattr(sample, field, value)
+    with pytest.raises(ValueError, match=message):
+        sample.validate()
+
+
+def test_sample_has_miles_field_names_and_status_values() -> None:
+    names = {f.name for f in dataclasses.fields(Sample)}
+    miles = {"group_index", "index", "prompt", "tokens", "multimodal_inputs",
+             "multimodal_train_inputs", "response", "response_length", "label", "reward",
+             "loss_mask", "weight_versions", "rollout_log_probs", "rollout_routed_experts",
+             "remove_sample", "status", "metadata", "generate_function_path", "train_metadata",
+             "session_id", "non_generation_time", "spec_info", "prefix_cache_info"}
+    assert miles <= names
+    assert {s.value for s in Sample.Status} == {"pending", "completed", "truncated", "aborted",
+                                                "failed"}
+    assert Sample().status is Sample.Status.PENDING

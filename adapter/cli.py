@@ -7,8 +7,10 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from adapter import __version__
 from adapter.errors import VfSglangError
@@ -27,6 +29,61 @@ def _versions(_: argparse.Namespace) -> int:
     return 1
 
 
+async def _serve_bridge_async(args: argparse.Namespace) -> int:
+    from adapter.bridge import create_app
+    from adapter.serve import served
+    from adapter.settings import Settings
+    from adapter.sglang import SGLangClient, Timeouts
+
+    settings = Settings(
+        rollout_max_context_len=args.max_context_len,
+        rollout_max_prompt_len=args.max_prompt_len,
+        rollout_max_response_len=args.max_response_len,
+        sglang_router_policy=args.router_policy,
+    )
+    engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout))
+    try:
+        async with served(create_app(settings, engine, model=args.model), host=args.host, port=args.port) as url:
+            print(f"vf-sglang bridge ready at {url} (engine {args.sglang_url})", flush=True)
+            await asyncio.Event().wait()  # until interrupted
+    finally:
+        await engine.aclose()
+    return 0
+
+
+def _serve_bridge(args: argparse.Namespace) -> int:
+    from adapter.serve import ServeError
+
+    try:
+        return asyncio.run(_serve_bridge_async(args))
+    except KeyboardInterrupt:
+        return 0
+    except ServeError as exc:
+        print(f"vf-sglang: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _add_serve_bridge(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve-bridge",
+        help="serve Renderers' token-in/token-out API (/inference/v1/generate) on top of an SGLang server",
+        description="Put an SGLang server behind Renderers' /inference/v1/generate API, for any "
+        "Verifiers TrainClient. Prints its URL once it is ready.",
+    )
+    serve.add_argument("--sglang-url", required=True, help="the SGLang server or router, e.g. http://127.0.0.1:30000")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
+    serve.add_argument("--model", default=None, help="the model id episodes use; with --max-context-len it is "
+                       "advertised on /v1/models so Renderers refuses overlong prompts before the engine")
+    serve.add_argument("--max-context-len", type=int, default=None, help="the engine's context length")
+    serve.add_argument("--max-prompt-len", type=int, default=None, help="cap on each session's first prompt")
+    serve.add_argument("--max-response-len", type=int, default=None, help="cap on tokens per turn")
+    serve.add_argument("--router-policy", default=None,
+                       help="the SGLang router policy; consistent_hashing/manual route by session id")
+    serve.add_argument("--read-timeout", type=float, default=600.0, help="seconds to wait for one /generate")
+    serve.set_defaults(run=_serve_bridge)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vf-sglang",
@@ -40,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the installed verifiers/renderers and the API generation they map to",
     )
     versions.set_defaults(run=_versions)
+    _add_serve_bridge(commands)
     return parser
 
 

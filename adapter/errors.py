@@ -13,8 +13,10 @@
     │   │                         a count that disagrees with `completion_tokens`.
     │   └── FinishReasonError     a finish reason that is missing or unknown (names the value)
     ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
-    ├── EngineError               the engine could not be reached or failed (issue: bridge);
-    │                             carries the HTTP status when there was one
+    ├── EngineError               the engine failed; carries the HTTP status when there was one
+    │   ├── EngineStatusError     it answered an error status (4xx is never retried)
+    │   ├── EngineTimeoutError    no answer within the configured timeout
+    │   └── EngineUnavailableError  no connection (refused, reset, DNS)
     └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
         └── EmptyTraceError       a trace with no branches: nothing to train on
 
@@ -72,6 +74,18 @@ class EngineError(VfSglangError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class EngineStatusError(EngineError):
+    """The engine answered with an error status; `status_code` is that status."""
+
+
+class EngineTimeoutError(EngineError):
+    """The engine did not answer within the configured timeout."""
+
+
+class EngineUnavailableError(EngineError):
+    """The engine could not be reached (connection refused or reset, name not resolved)."""
 
 
 class TraceConversionError(VfSglangError):

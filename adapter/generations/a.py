@@ -1,0 +1,166 @@
+"""Generation A (verifiers 0.2.x): the TrainClient wired to the bridge in-process.
+
+`BridgeTrainClient` is Verifiers' own `TrainClient` (Renderers does the rendering, prompt-id
+bridging across turns and response parsing) with three adapter duties:
+  * the renderer pool loads the tokenizer from a local path (a trainer checkpoint) but gives it
+    the registered renderer identity (`adapter.identity`), so a local Qwen3 checkpoint gets the
+    Qwen3 renderer with tool and reasoning parsing, not the template fallback;
+  * requests the adapter cannot serve (streaming relay, auxiliary dialect routes, non-chat
+    dialects, tools with a renderer that cannot parse them) fail with `AdapterRequestError`,
+    a 400 `ProviderError` naming the setting to change: Verifiers does not retry a 400, and
+    the rollout loop recognises the type to stop the run instead of resampling forever;
+  * the bridge's own `configuration_error` 400s come back as that same type.
+`make_train_client(app)` puts the bridge behind `httpx.ASGITransport`: no port, no network.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from openai import APIStatusError, AsyncOpenAI
+from renderers.base import RendererPool, create_renderer, load_tokenizer
+from verifiers.v1.clients.train import TrainClient
+from verifiers.v1.dialects import ChatDialect, Dialect
+from verifiers.v1.errors import ProviderError
+
+from adapter.bridge import CONFIGURATION_ERROR
+from adapter.identity import renderer_identity
+
+# The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
+# bridge gets its own host name: Renderers caches `/v1/models`' max_model_len per base URL for
+# the whole process, and a train and an eval bridge may advertise different context lengths.
+IN_PROCESS_HOST = "vf-sglang-bridge-{}"
+
+
+class AdapterRequestError(ProviderError):
+    """A request this adapter cannot serve: a configuration problem, HTTP 400, never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status_code=400)
+
+
+def _configuration_error_message(exc: BaseException) -> str | None:
+    """The bridge's message when `exc` came from a `configuration_error` 400, else None."""
+    cause = exc.__cause__
+    if not isinstance(cause, APIStatusError) or cause.status_code != 400:
+        return None
+    body = cause.body
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    if isinstance(error, Mapping) and error.get("type") == CONFIGURATION_ERROR:
+        return str(error.get("message", ""))
+    return None
+
+
+class BridgeTrainClient(TrainClient):
+    """Verifiers' TrainClient with a local tokenizer, a registered renderer identity and
+    typed refusals (see the module docstring)."""
+
+    def __init__(
+        self,
+        openai: AsyncOpenAI,
+        *,
+        tokenizer_path: str | None = None,
+        renderer_model_name: str | None = None,
+        pool_size: int = 1,
+    ) -> None:
+        super().__init__(openai, pool_size=pool_size, renderer_model_name=renderer_model_name)
+        self.tokenizer_path = tokenizer_path
+
+    def renderer_name(self, model: str) -> str:
+        """The name Renderers resolves its renderer by: explicit, else the registered identity
+        of the tokenizer path, else the model id."""
+        if self.renderer_model_name:
+            return self.renderer_model_name
+        if self.tokenizer_path:
+            return renderer_identity(self.tokenizer_path) or model
+        return model
+
+    def _renderer_pool(self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None):
+        if self._pool is None:
+            source = self.tokenizer_path or self.renderer_name(model)
+            kwargs = json.dumps(dict(chat_template_kwargs or {}), sort_keys=True)
+            self._pool = _shared_pool(source, self.renderer_name(model), kwargs, self.pool_size)
+        return self._pool
+
+    async def get_response(self, dialect: Dialect, body: dict, model: str, sampling_args, session_id=None,
+                           turn=None, headers=None):
+        if not isinstance(dialect, ChatDialect):
+            raise AdapterRequestError(
+                f"the {type(dialect).__name__} dialect cannot be rendered to tokens: the TrainClient "
+                "serves chat-completions only; use a harness that speaks chat completions"
+            )
+        if body.get("tools"):
+            pool = self._renderer_pool(model, chat_template_kwargs=_template_kwargs(sampling_args))
+            if not pool.supports_tools:
+                raise AdapterRequestError(
+                    f"the task sends tools but the renderer for {self.renderer_name(model)!r} cannot "
+                    "parse tool calls: use a model with a registered renderer (set "
+                    "renderer_model_name / --hf-checkpoint to a registered id) or a tool-less taskset"
+                )
+        try:
+            return await super().get_response(
+                dialect, body, model, sampling_args, session_id=session_id, turn=turn, headers=headers
+            )
+        except ProviderError as exc:
+            message = _configuration_error_message(exc)
+            if message is not None:
+                raise AdapterRequestError(message) from exc
+            raise
+
+    async def relay(self, *args: Any, **kwargs: Any):
+        raise AdapterRequestError(
+            "streaming responses cannot be relayed: the TrainClient generates token ids and returns "
+            "whole turns; configure the harness with stream=false"
+        )
+
+    async def relay_aux(self, dialect: Dialect, route: str, *args: Any, **kwargs: Any) -> dict:
+        raise AdapterRequestError(
+            f"auxiliary route {route!r} of the {type(dialect).__name__} dialect is not served by "
+            "the adapter: use a harness that only makes chat-completions calls"
+        )
+
+
+@functools.cache
+def _shared_pool(source: str, identity: str, template_kwargs: str, size: int) -> RendererPool:
+    """One renderer pool per (tokenizer, identity, template kwargs, size) per process: loading
+    a tokenizer costs seconds, and a train and an eval client can share the same renderers
+    (the pool serialises access to each one)."""
+
+    def factory():
+        tokenizer = load_tokenizer(source)
+        tokenizer.name_or_path = identity
+        return create_renderer(tokenizer, chat_template_kwargs=json.loads(template_kwargs) or None)
+
+    return RendererPool(factory, size=size)
+
+
+def _template_kwargs(sampling_args: Any) -> Mapping[str, Any] | None:
+    extra = getattr(sampling_args, "extra_body", None) or {}
+    return extra.get("chat_template_kwargs")
+
+
+def make_train_client(
+    app: Any,
+    *,
+    tokenizer_path: str | None = None,
+    renderer_model_name: str | None = None,
+    timeout: float = 3600.0,
+    pool_size: int = 1,
+) -> BridgeTrainClient:
+    """A TrainClient talking to the bridge `app` in-process. The OpenAI client does not retry:
+    the SGLang client behind the bridge owns the retry policy, so retries never multiply."""
+    openai = AsyncOpenAI(
+        base_url=f"http://{IN_PROCESS_HOST.format(uuid.uuid4().hex[:12])}/v1",
+        api_key="EMPTY",
+        max_retries=0,
+        timeout=timeout,
+        http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=app), timeout=timeout),
+    )
+    return BridgeTrainClient(
+        openai, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name, pool_size=pool_size
+    )

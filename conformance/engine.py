@@ -1,0 +1,134 @@
+"""A scripted SGLang engine for tests: one pure handler that plays SGLang's HTTP API.
+
+`ScriptedEngine.handle(request)` routes by path like a real server: `POST /generate` answers
+the next scripted step in SGLang's exact output shape (`conformance.sglang_outputs`);
+`GET /health`, `GET /get_model_info`, `POST /flush_cache`, `POST /abort_request` and the
+router's `GET /workers` answer as SGLang does. Every request is recorded (path, JSON body,
+headers) for assertions and snapshots. A step is a `Completion`, a function of the request
+body returning one, or a `Fault` (an error status, a timeout, a reset, a malformed body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from conformance.sglang_outputs import sglang_output
+
+
+@dataclass(frozen=True)
+class Completion:
+    ids: list[int]
+    logprobs: list[float]
+    finish: str = "stop"  # stop | length | abort | any other string (an unknown reason)
+
+
+@dataclass(frozen=True)
+class Fault:
+    status: int | None = None  # answer this HTTP status with `body`
+    body: Any = None  # a JSON body (or raw bytes) instead of a well-formed output
+    timeout: bool = False  # raise httpx.ReadTimeout
+    reset: bool = False  # raise httpx.ConnectError
+
+
+Step = Completion | Fault | Callable[[dict[str, Any]], "Completion | Fault"]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class ScriptedEngine:
+    url: str = "http://sglang.test:30000"
+    steps: list[Step] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    model_path: str = "Qwen/Qwen3-0.6B"
+
+    def script(self, *steps: Step) -> ScriptedEngine:
+        self.steps.extend(steps)
+        return self
+
+    def generate_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path == "/generate"]
+
+    def _record(self, request: httpx.Request) -> Recorded:
+        body = json.loads(request.content) if request.content else None
+        keep = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("x-")}
+        recorded = Recorded(request.method, request.url.path, body, keep)
+        self.requests.append(recorded)
+        return recorded
+
+    def _generate(self, body: dict[str, Any]) -> httpx.Response:
+        if not self.steps:
+            return httpx.Response(500, json={"error": "scripted engine: no step left for /generate"})
+        step = self.steps.pop(0)
+        if callable(step) and not isinstance(step, (Completion, Fault)):
+            step = step(body)
+        if isinstance(step, Fault):
+            if step.timeout:
+                raise httpx.ReadTimeout("scripted read timeout")
+            if step.reset:
+                raise httpx.ConnectError("scripted connection reset")
+            if isinstance(step.body, bytes):
+                return httpx.Response(step.status or 200, content=step.body)
+            return httpx.Response(step.status or 200, json=step.body)
+        output = sglang_output(step.ids, step.logprobs, finish=step.finish,
+                               request_id=f"sglang-{len(self.requests)}",
+                               prompt_tokens=len(body.get("input_ids", [])))
+        return httpx.Response(200, json=output)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        recorded = self._record(request)
+        if recorded.path == "/generate" and request.method == "POST":
+            return self._generate(recorded.body or {})
+        routes: dict[tuple[str, str], Any] = {
+            ("GET", "/health"): {},
+            ("GET", "/get_model_info"): {"model_path": self.model_path, "is_generation": True},
+            ("POST", "/flush_cache"): {},
+            ("POST", "/abort_request"): {},
+            ("GET", "/workers"): {"workers": [{"url": self.url}]},
+        }
+        if (request.method, recorded.path) in routes:
+            return httpx.Response(200, json=routes[(request.method, recorded.path)])
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+
+async def _asgi_handle(engine: ScriptedEngine, request: Any) -> Any:
+    from starlette.responses import Response
+
+    outgoing = httpx.Request(request.method, str(request.url), headers=request.headers.raw,
+                             content=await request.body())
+    try:
+        answer = engine.handle(outgoing)
+    except httpx.TimeoutException:
+        await asyncio.sleep(3600)  # over real HTTP a scripted timeout is a server that never answers
+        raise
+    except httpx.TransportError:
+        return Response(status_code=503, content=b"scripted connection reset")
+    return Response(content=answer.content, status_code=answer.status_code,
+                    media_type=answer.headers.get("content-type"))
+
+
+def asgi_app(engine: ScriptedEngine) -> Any:
+    """The scripted engine as an ASGI app, to serve on a real port (`adapter.serve.served`)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    async def endpoint(request: Any) -> Any:
+        return await _asgi_handle(engine, request)
+
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])])
+
+
+def completions(items: Iterable[tuple[list[int], list[float]]]) -> list[Completion]:
+    return [Completion(ids, logprobs) for ids, logprobs in items]

@@ -1,0 +1,50 @@
+"""The conformance pytest plugin (entry point `pytest11: vf_sglang_conformance`).
+
+Fixtures:
+  * `sglang_mock` — a `ScriptedEngine` mounted with respx at its URL (strict: every HTTP call
+    to that host goes to the engine; other hosts are not intercepted). Script it with
+    `sglang_mock.script(Completion(...), Fault(status=503), ...)`, then assert on
+    `sglang_mock.requests`.
+  * `qwen3_tokenizer` — a directory with the real Qwen3 tokenizer files, installed once per
+    session from the pinned test dependency, offline.
+Options: `--sglang-url URL` (or `SGLANG_URL`) points `live`-marked checks at a real server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.assets import install_qwen3_tokenizer
+from conformance.engine import ScriptedEngine
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--sglang-url", default=os.environ.get("SGLANG_URL"),
+                     help="a live SGLang server for `live` conformance checks (or SGLANG_URL)")
+
+
+@pytest.fixture
+def sglang_mock() -> Iterator[ScriptedEngine]:
+    import respx  # a test extra: imported only when the fixture is used
+
+    engine = ScriptedEngine()
+    with respx.mock(base_url=engine.url, assert_all_mocked=True, assert_all_called=False) as router:
+        router.route().mock(side_effect=engine.handle)
+        yield engine
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install_qwen3_tokenizer(tmp_path_factory.mktemp("qwen3-tokenizer"))
+
+
+@pytest.fixture
+def sglang_url(request: pytest.FixtureRequest) -> str:
+    url = request.config.getoption("--sglang-url")
+    if not url:
+        pytest.skip("needs a live SGLang server: pass --sglang-url URL or set SGLANG_URL")
+    return str(url)

@@ -84,6 +84,41 @@ def _add_serve_bridge(commands: Any) -> None:
     serve.set_defaults(run=_serve_bridge)
 
 
+def _miles_command(args: argparse.Namespace) -> int:
+    from adapter.launcher import miles_command, parse_env_vars
+
+    miles_args = list(args.miles_args)
+    if miles_args[:1] == ["--"]:
+        miles_args = miles_args[1:]
+    launch = miles_command(
+        config=args.config, hf_checkpoint=args.hf_checkpoint, miles_args=miles_args,
+        env_source_dirs=args.env_source_dir, extra_env_vars=parse_env_vars(args.extra_env_vars),
+        miles_root=args.miles_root, ray_address=args.ray_address,
+    )
+    print(launch.shell())
+    return 0
+
+
+def _add_miles_command(commands: Any) -> None:
+    cmd = commands.add_parser(
+        "miles-command",
+        help="print the Miles training command that runs a Verifiers environment through the adapter",
+        description="Print the Miles training command (ray job submit ... train.py ...). The rollout "
+        "entry point and the workers' environment come from one merged environment: defaults, then "
+        "the ambient environment, then --extra-env-vars (which wins).",
+    )
+    cmd.add_argument("--config", required=True, help="the Verifiers V1 EnvConfig TOML")
+    cmd.add_argument("--hf-checkpoint", required=True, help="the policy checkpoint (HF format)")
+    cmd.add_argument("--env-source-dir", action="append", default=[],
+                     help="a directory with the environment's taskset modules (repeatable); put on PYTHONPATH")
+    cmd.add_argument("--extra-env-vars", default=None,
+                     help='extra worker environment, JSON ({"K": "V"}) or K=V,K2=V2; wins over the ambient one')
+    cmd.add_argument("--miles-root", default="/root/miles", help="where Miles' train.py lives")
+    cmd.add_argument("--ray-address", default="http://127.0.0.1:8265", help="the Ray dashboard address")
+    cmd.add_argument("miles_args", nargs=argparse.REMAINDER, help="-- then any further Miles arguments")
+    cmd.set_defaults(run=_miles_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vf-sglang",
@@ -98,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     versions.set_defaults(run=_versions)
     _add_serve_bridge(commands)
+    _add_miles_command(commands)
     return parser
 
 

@@ -129,6 +129,26 @@ def trace_to_samples(trace: Any, *, reward_key: str | None = None) -> list[Any]:
     return samples
 
 
+def trace_to_eval_entry(trace: Any, *, reward_key: str | None, group_index: int, index: int) -> Any:
+    """Exactly one sample per trace, so eval's rewards/truncated/samples stay aligned: the
+    main (last) branch's sample, or, for a trace with no usable branch, an empty sample that
+    keeps the trace's reward, status and metadata."""
+    try:
+        sample = trace_to_samples(trace, reward_key=reward_key)[-1]
+    except TraceConversionError as exc:
+        cls = sample_class()
+        status = trace_status(trace) if trace.has_error or trace.is_truncated else Status.FAILED
+        sample = cls(prompt=task_prompt(trace.task.data), response=trace.last_reply,
+                     label=task_label(trace.task.data), reward=trace_reward(trace, reward_key),
+                     status=cls.Status(status.value),
+                     metadata=_metadata(trace, -1, getattr(trace.task.data, "idx", None)),
+                     session_id=trace.id)
+        sample.metadata["verifiers"]["conversion_error"] = str(exc)
+        sample.rollout_id = sample.routing_key = trace.id
+    sample.group_index, sample.index = group_index, index
+    return sample
+
+
 @dataclass(frozen=True)
 class GroupOutcome:
     """A converted group (`samples`, one entry per sample) or why it was dropped."""

@@ -70,6 +70,7 @@ MILES_DEFAULTS: dict[str, Any] = {
     "custom_rm_path": None,
     "dynamic_sampling_filter_path": None,
     "verifiers_config": None,
+    "renderer_model_name": None,
     "session_lru_size": 10_000,
 }
 
@@ -153,6 +154,7 @@ class Settings:
     custom_rm_path: str | None = None
     dynamic_sampling_filter_path: str | None = None
     verifiers_config: str | None = None
+    renderer_model_name: str | None = None
     session_lru_size: int = 10_000
 
     @classmethod

@@ -11,6 +11,7 @@ bridging across turns and response parsing) with three adapter duties:
     the rollout loop recognises the type to stop the run instead of resampling forever;
   * the bridge's own `configuration_error` 400s come back as that same type.
 `make_train_client(app)` puts the bridge behind `httpx.ASGITransport`: no port, no network.
+`GenerationA` runs episodes: the environment from the EnvConfig, its tasks, groups of n.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from verifiers.v1.errors import ProviderError
 
 from adapter.bridge import CONFIGURATION_ERROR
 from adapter.identity import renderer_identity
+from adapter.settings import Settings
 
 # The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
 # bridge gets its own host name: Renderers caches `/v1/models`' max_model_len per base URL for
@@ -164,3 +166,74 @@ def make_train_client(
     return BridgeTrainClient(
         openai, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name, pool_size=pool_size
     )
+
+
+# --- episodes ---------------------------------------------------------------------------------
+
+def sampling_config(settings: Settings) -> Any:
+    """Verifiers' SamplingConfig from the trainer's rollout options (keys SGLang knows pass
+    through the bridge; `seed` becomes `sampling_seed` there)."""
+    import verifiers.v1 as vf
+
+    extra: dict[str, Any] = {}
+    if settings.apply_chat_template_kwargs:
+        extra["chat_template_kwargs"] = dict(settings.apply_chat_template_kwargs)
+    values: dict[str, Any] = {
+        "temperature": settings.rollout_temperature,
+        "top_p": settings.rollout_top_p,
+        "max_tokens": settings.rollout_max_response_len,
+        "top_k": settings.rollout_top_k,
+        "min_tokens": settings.rollout_min_new_tokens,
+        "extra_body": extra or None,
+    }
+    return vf.SamplingConfig(**{k: v for k, v in values.items() if v is not None})
+
+
+class GenerationA:
+    """The generation-A episode runner: one `vf.Environment` from the EnvConfig, its tasks,
+    and groups of n rollouts run inside `env.serving()` (group rewards applied by Verifiers)."""
+
+    generation = "A"
+
+    def __init__(self, config_data: Mapping[str, Any]) -> None:
+        import verifiers.v1 as vf
+        from verifiers.v1.decorators import discover_decorated
+
+        self.env = vf.Environment(vf.EnvConfig.model_validate(dict(config_data)))
+        self.tasks = list(self.env.taskset.load())
+        self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
+
+    def serving(self) -> Any:
+        """The env-level serving resources (interception pool, shared tool servers)."""
+        return self.env.serving()
+
+    @staticmethod
+    def make_client(
+        app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None
+    ) -> BridgeTrainClient:
+        """Generation A builds the TrainClient itself: the bridge in-process."""
+        return make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name)
+
+    async def run_group(
+        self,
+        task_index: int,
+        *,
+        n: int,
+        client: BridgeTrainClient,
+        model: str,
+        settings: Settings,
+        seed_base: int | None,
+        semaphore: Any,
+    ) -> list[Any]:
+        """Run the n rollouts of one task; with `seed_base`, rollout i samples with seed
+        `seed_base + i` (deterministic inference)."""
+        import verifiers.v1 as vf
+
+        sampling = sampling_config(settings)
+        ctx = vf.ModelContext(model=model, client=client, sampling=sampling)
+        episode = self.env.episode(self.tasks[task_index], ctx, n)
+        if seed_base is not None:
+            for offset, rollout in enumerate(episode.rollouts):
+                seeded = sampling.model_copy(update={"seed": seed_base + offset})
+                rollout.ctx = vf.ModelContext(model=model, client=client, sampling=seeded)
+        return await episode.run(semaphore=semaphore)

@@ -1,0 +1,59 @@
+"""Miles' rollout-function ABI types: `miles.rollout.base_types` when Miles is importable,
+field-compatible stand-ins otherwise (same names, same fields, same `evaluation` property)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RolloutFnConstructorInput:
+    args: Any
+    data_source: Any
+
+
+@dataclass(frozen=True)
+class RolloutFnTrainInput:
+    rollout_id: int
+    weight_version: int | None = None
+    trainer_model_id: str | None = None
+
+    @property
+    def evaluation(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class RolloutFnEvalInput:
+    rollout_id: int
+    generate_state: Any = None
+    weight_version: str | None = None
+    hf_dir: str | None = None
+
+    @property
+    def evaluation(self) -> bool:
+        return True
+
+
+@dataclass
+class RolloutFnTrainOutput:
+    samples: list[list[Any]]
+    metrics: dict[str, Any] | None = None
+
+
+@dataclass
+class RolloutFnEvalOutput:
+    data: dict[str, dict[str, Any]]
+    metrics: dict[str, Any] | None = None
+
+
+def abi_types() -> tuple[type, type, type, type, type]:
+    """(ConstructorInput, TrainInput, EvalInput, TrainOutput, EvalOutput): Miles' own or ours."""
+    try:
+        from miles.rollout import base_types as miles
+    except ImportError:
+        return (RolloutFnConstructorInput, RolloutFnTrainInput, RolloutFnEvalInput,
+                RolloutFnTrainOutput, RolloutFnEvalOutput)
+    return (miles.RolloutFnConstructorInput, miles.RolloutFnTrainInput, miles.RolloutFnEvalInput,
+            miles.RolloutFnTrainOutput, miles.RolloutFnEvalOutput)

@@ -37,7 +37,7 @@ async def test_train_returns_exactly_the_batch_of_full_groups(sglang_mock) -> No
     [("error", "trace_error"), ("empty", "empty_trace"), ("raise", "episode_error")],
 )
 async def test_dropped_groups_are_counted_by_reason_and_replaced(bad, reason, sglang_mock) -> None:
-    orch, backend = orchestrator([bad, "ok", "ok", "ok"], sglang_mock)
+    orch, _backend = orchestrator([bad, "ok", "ok", "ok"], sglang_mock)
     out = await orch.train(rollout_id=0)
     assert len(out.groups) == 2
     assert out.metrics[f"rollout/drop/{reason}"] == 1.0
@@ -45,7 +45,7 @@ async def test_dropped_groups_are_counted_by_reason_and_replaced(bad, reason, sg
 
 
 async def test_a_configuration_error_stops_the_run_instead_of_resampling(sglang_mock) -> None:
-    orch, backend = orchestrator(["config", "ok"], sglang_mock)
+    orch, _backend = orchestrator(["config", "ok"], sglang_mock)
     with pytest.raises(ConfigurationError, match="streaming refused"):
         await orch.train(rollout_id=0)
     assert "AdapterRequestError" in CONFIGURATION_ERROR_TYPES

@@ -1,0 +1,94 @@
+"""The Miles launcher: one merged environment decides the entry point and is what workers get."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from adapter.cli import main
+from adapter.errors import ConfigurationError
+from adapter.launcher import ADAPTER_ROOT, CLASS_PATH, LEGACY_FLAG, LEGACY_PATH, miles_command, parse_env_vars
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> str:
+    path = tmp_path / "env.toml"
+    path.write_text('[taskset]\nid = "arith-v1"\n[harness]\nid = "null"\n')
+    return str(path)
+
+
+def workers_env(argv: list[str]) -> dict[str, str]:
+    (runtime,) = [a for a in argv if a.startswith("--runtime-env-json=")]
+    return json.loads(runtime.split("=", 1)[1])["env_vars"]
+
+
+# (ambient flag, explicit flag) → the entry point; None = unset
+SELECTION = [
+    (None, None, CLASS_PATH),
+    ("1", None, LEGACY_PATH),
+    ("0", None, CLASS_PATH),
+    (None, "1", LEGACY_PATH),
+    ("1", "0", CLASS_PATH),  # explicit wins over ambient
+    ("0", "1", LEGACY_PATH),
+    ("true", None, LEGACY_PATH),
+    ("", None, CLASS_PATH),
+]
+
+
+@pytest.mark.parametrize(("ambient_flag", "explicit_flag", "entry"), SELECTION)
+def test_selection_and_workers_environment_always_agree(config, ambient_flag, explicit_flag, entry) -> None:
+    ambient = {} if ambient_flag is None else {LEGACY_FLAG: ambient_flag}
+    explicit = {} if explicit_flag is None else {LEGACY_FLAG: explicit_flag}
+    launch = miles_command(config=config, hf_checkpoint="/ckpt/q", ambient=ambient, extra_env_vars=explicit)
+    assert launch.rollout_function_path == entry
+    assert workers_env(launch.argv) == launch.env
+    expected_flag = explicit_flag if explicit_flag is not None else (ambient_flag if ambient_flag is not None else "0")
+    assert launch.env[LEGACY_FLAG] == expected_flag
+
+
+def test_workers_can_import_the_adapter_and_the_env_sources(config, tmp_path) -> None:
+    sources = tmp_path / "tasksets"
+    sources.mkdir()
+    launch = miles_command(config=config, hf_checkpoint="/ckpt/q", env_source_dirs=[str(sources)],
+                           ambient={"PYTHONPATH": "/ambient"}, extra_env_vars={"PYTHONPATH": "/explicit"})
+    assert launch.env["PYTHONPATH"].split(":") == ["/explicit", "/ambient", ADAPTER_ROOT, str(sources)]
+    assert launch.env["VERIFIERS_CONFIG"] == str(Path(config).resolve())
+
+
+def test_the_taskset_replaces_the_prompt_dataset(config) -> None:
+    argv = miles_command(config=config, hf_checkpoint="/ckpt/q", ambient={}).argv
+    assert "--disable-rollout-global-dataset" in argv
+
+
+def test_eval_gets_the_placeholder_eval_prompt_data_only_when_eval_is_on(config) -> None:
+    on = miles_command(config=config, hf_checkpoint="/c", ambient={}, miles_args=["--eval-interval", "5"]).argv
+    off = miles_command(config=config, hf_checkpoint="/c", ambient={}).argv
+    assert "--eval-prompt-data" in on and "--eval-prompt-data" not in off
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [('{"A": "1", "B": 2}', {"A": "1", "B": "2"}), ("A=1,B=x=y", {"A": "1", "B": "x=y"}), ("", {})],
+)
+def test_extra_env_vars_formats(text, parsed) -> None:
+    assert parse_env_vars(text) == parsed
+
+
+def test_malformed_extra_env_vars_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="KEY=VALUE"):
+        parse_env_vars("A")
+
+
+def test_cli_prints_the_command(config, capsys, monkeypatch) -> None:
+    monkeypatch.delenv(LEGACY_FLAG, raising=False)
+    assert main(["miles-command", "--config", config, "--hf-checkpoint", "/ckpt/q",
+                 "--extra-env-vars", f"{LEGACY_FLAG}=1", "--", "--rollout-batch-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert LEGACY_PATH in out and "--rollout-batch-size 4" in out and f"{LEGACY_FLAG}=1" in out
+
+
+def test_cli_refuses_a_missing_config(capsys) -> None:
+    assert main(["miles-command", "--config", "/nope.toml", "--hf-checkpoint", "/c"]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -53,6 +53,7 @@ class ScriptedEngine:
     steps: list[Step] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     model_path: str = "Qwen/Qwen3-0.6B"
+    default: Step | None = None  # answers /generate once the script is used up (None: HTTP 500)
 
     def script(self, *steps: Step) -> ScriptedEngine:
         self.steps.extend(steps)
@@ -69,9 +70,9 @@ class ScriptedEngine:
         return recorded
 
     def _generate(self, body: dict[str, Any]) -> httpx.Response:
-        if not self.steps:
+        if not self.steps and self.default is None:
             return httpx.Response(500, json={"error": "scripted engine: no step left for /generate"})
-        step = self.steps.pop(0)
+        step = self.steps.pop(0) if self.steps else self.default
         if callable(step) and not isinstance(step, (Completion, Fault)):
             step = step(body)
         if isinstance(step, Fault):

@@ -7,7 +7,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +26,24 @@ hypothesis_settings.register_profile(
     "vf-sglang", deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 hypothesis_settings.load_profile("vf-sglang")
+
+
+TASKSETS = Path(__file__).resolve().parent.parent / "fixtures" / "tasksets"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fixture_tasksets_importable() -> None:
+    """The bundled tasksets are imported by module name, also by tool-server subprocesses,
+    so they go on PYTHONPATH (inherited) as well as sys.path; uv must be on PATH for the
+    subprocess runtime (it is a test dependency, installed into the test environment)."""
+    if str(TASKSETS) not in sys.path:
+        sys.path.insert(0, str(TASKSETS))
+    paths = [str(TASKSETS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    bin_dir = str(Path(sys.executable).parent)
+    if shutil.which("uv") is None and (Path(bin_dir) / "uv").exists():
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    assert shutil.which("uv"), "uv must be on PATH for Verifiers' subprocess runtime: pip install uv"
 
 
 @pytest.fixture

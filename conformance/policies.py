@@ -27,7 +27,7 @@ class TextPolicy:
         self.calls = itertools.count()
 
     def completion(self, text: str) -> Completion:
-        ids = list(self.tokenizer.encode(text, add_special_tokens=False)) + [IM_END]
+        ids = [*list(self.tokenizer.encode(text, add_special_tokens=False)), IM_END]
         return Completion(ids, [self.logprob] * len(ids))
 
     def __call__(self, body: dict[str, Any]) -> Completion:

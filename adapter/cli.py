@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from adapter import __version__
+from adapter.commands import add_job_commands
 from adapter.errors import VfSglangError
 
 
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     versions.set_defaults(run=_versions)
     _add_serve_bridge(commands)
     _add_miles_command(commands)
+    add_job_commands(commands)
     return parser
 
 

@@ -17,14 +17,12 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from adapter.config import load_env_config
 from adapter.errors import ConfigurationError
+from adapter.jobs import prepare_orchestrator
 from adapter.miles_types import abi_types
 from adapter.rollout import Orchestrator, RolloutHooks
 from adapter.settings import Settings
 from adapter.sglang import router_url
-from adapter.validation import EnvFacts, validate
-from adapter.versions import require_supported
 
 
 def load_function(path: str) -> Any:
@@ -68,29 +66,10 @@ def miles_hooks(args: Any, settings: Settings) -> RolloutHooks:
 
 
 def build_orchestrator(args: Any) -> Orchestrator:
-    """Everything the rollout function needs, checked before any episode runs."""
+    """Everything the rollout function needs, checked before any episode runs. The router
+    address is read from `args` at call time (Miles fills it in after building us)."""
     settings = Settings.from_args(args)
-    generation = require_supported()
-    validate(settings)
-    config = load_env_config(settings.verifiers_config)
-    if not settings.hf_checkpoint:
-        raise ConfigurationError("--hf-checkpoint must name the policy (its tokenizer renders the prompts)")
-    if generation != "A":  # pragma: no cover - the gate refuses B until its shim lands
-        raise ConfigurationError(f"API generation {generation} is not served by this release")
-    from adapter.generations.a import GenerationA
-
-    backend = GenerationA(config.data)
-    validate(settings, EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward))
-    return Orchestrator(
-        settings=settings,
-        backend=backend,
-        engine_url=lambda: router_url(args),
-        model=settings.renderer_model_name or settings.hf_checkpoint,
-        env_id=config.env_id,
-        tokenizer_path=settings.sglang_tokenizer_path or settings.hf_checkpoint,
-        hooks=miles_hooks(args, settings),
-        use_miles_router=settings.use_miles_router,
-    )
+    return prepare_orchestrator(settings, engine_url=lambda: router_url(args), hooks=miles_hooks(args, settings))
 
 
 class VerifiersRolloutFn:

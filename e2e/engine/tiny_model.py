@@ -1,0 +1,177 @@
+"""A tiny Qwen3-shaped model for the reference engine, built locally and cached by its recipe.
+
+Consumes: the real Qwen3 tokenizer (`conformance.assets.install_qwen3_tokenizer`, pinned and
+sha256-checked) and `RECIPE` below (model shape, training hyperparameters, data seed).
+Emits: a self-contained HuggingFace model directory (config, generation config, safetensors
+weights, tokenizer files, `recipe.json`) under
+`<cache_root>/tiny-qwen3-<first 12 hex of sha256(recipe)>`, where `cache_root` defaults to
+`$VF_SGLANG_CACHE` or `~/.cache/vf-sglang`.
+
+Invariants: a directory with that name is complete: it is built in a temporary sibling and
+renamed into place, so a crash never leaves a half-written model behind and two concurrent
+builders agree on one result. Changing anything that changes the weights must change the
+recipe (bump `RECIPE_VERSION` for code changes); the hash then names a new directory.
+Training is seeded and runs on 2 threads with deterministic algorithms; weights are not
+guaranteed bit-identical across CPUs, so tests assert properties, never exact sampled ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from e2e.engine.errors import TinyModelBuildError
+
+logger = logging.getLogger(__name__)
+
+RECIPE_VERSION = 1
+CACHE_ENV = "VF_SGLANG_CACHE"
+MODEL_PREFIX = "tiny-qwen3-"
+RECIPE_FILE = "recipe.json"
+WEIGHTS_FILE = "model.safetensors"
+
+RECIPE: dict[str, Any] = {
+    "recipe_version": RECIPE_VERSION,
+    "model": {
+        "vocab_size": 151936,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 64,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+        "bos_token_id": 151643,
+        "eos_token_id": [151645, 151643],
+        "pad_token_id": 151643,
+    },
+    "train": {
+        "init_seed": 0,
+        "data_seed": 20240601,
+        "steps": 150,
+        "batch_size": 16,
+        "lr": 3e-3,
+        "warmup_steps": 10,
+        "weight_decay": 0.0,
+        "threads": 2,
+        "ranges": {"add_max": 25, "sub_max": 30, "mul_max": 12},
+    },
+    "save_dtype": "bfloat16",
+}
+
+
+def recipe_hash(recipe: dict[str, Any]) -> str:
+    """First 12 hex digits of the sha256 of the recipe's canonical JSON."""
+    canonical = json.dumps(recipe, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def default_cache_root() -> Path:
+    """`$VF_SGLANG_CACHE`, else `~/.cache/vf-sglang`."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "vf-sglang"
+
+
+def _is_complete(model_dir: Path, recipe: dict[str, Any]) -> bool:
+    marker = model_dir / RECIPE_FILE
+    if not (marker.is_file() and (model_dir / WEIGHTS_FILE).is_file()):
+        return False
+    try:
+        return bool(json.loads(marker.read_text())["recipe"] == recipe)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+@contextlib.contextmanager
+def _deterministic_torch(threads: int) -> Iterator[None]:
+    """Seeded-build settings (thread count, deterministic kernels), restored afterwards."""
+    import torch
+
+    saved_threads = torch.get_num_threads()
+    saved_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved_deterministic)
+        torch.set_num_threads(saved_threads)
+
+
+def _train_into(workdir: Path, recipe: dict[str, Any], *, progress: bool) -> dict[str, Any]:
+    """Build, train and save the model and tokenizer into `workdir`; returns build stats."""
+    import torch
+    import transformers
+
+    from conformance.assets import install_qwen3_tokenizer
+    from e2e.engine.tiny_train import train_model
+
+    install_qwen3_tokenizer(workdir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(workdir))
+    train = recipe["train"]
+    started = time.monotonic()
+    with _deterministic_torch(train["threads"]):
+        torch.manual_seed(train["init_seed"])
+        config = transformers.Qwen3Config(**recipe["model"])
+        model = transformers.Qwen3ForCausalLM(config)
+        final_loss = train_model(model, tokenizer, train, progress=progress)
+    model.generation_config = transformers.GenerationConfig(
+        bos_token_id=recipe["model"]["bos_token_id"],
+        eos_token_id=recipe["model"]["eos_token_id"],
+        pad_token_id=recipe["model"]["pad_token_id"],
+        do_sample=False,
+    )
+    model.to(getattr(torch, recipe["save_dtype"])).save_pretrained(str(workdir))
+    tokenizer.save_pretrained(str(workdir))
+    install_qwen3_tokenizer(workdir)  # keep the pinned, sha256-checked files byte for byte
+    return {"final_loss": round(final_loss, 4), "train_seconds": round(time.monotonic() - started, 1)}
+
+
+def _publish(workdir: Path, target: Path) -> None:
+    """Rename the finished build into place; a concurrent builder that won the race wins."""
+    try:
+        workdir.rename(target)
+    except OSError:
+        if not target.is_dir():
+            raise
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def build_tiny_model(cache_root: Path | None = None, *, progress: bool = True) -> Path:
+    """The tiny model's directory: loaded from the cache, or built (≈1 min on 2 cores) once.
+
+    Raises `TinyModelBuildError` when the cache root cannot be written or the build fails."""
+    recipe = copy.deepcopy(RECIPE)
+    root = Path(cache_root) if cache_root is not None else default_cache_root()
+    target = root / f"{MODEL_PREFIX}{recipe_hash(recipe)}"
+    if _is_complete(target, recipe):
+        return target
+    if target.exists():
+        logger.warning("tiny-qwen3: %s is incomplete or from another recipe; rebuilding", target)
+        shutil.rmtree(target, ignore_errors=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
+    except OSError as exc:
+        raise TinyModelBuildError(f"cannot write the model cache {root}: {exc}; set ${CACHE_ENV}") from exc
+    try:
+        stats = _train_into(workdir, recipe, progress=progress)
+        manifest = {"recipe": recipe, "recipe_hash": recipe_hash(recipe), "build": stats}
+        (workdir / RECIPE_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        _publish(workdir, target)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    logger.info("tiny-qwen3: built %s (final loss %.4f)", target, stats["final_loss"])
+    return target

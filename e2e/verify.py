@@ -1,0 +1,129 @@
+"""The verify step shared by the CPU and GPU E2E tiers (CONTRACT.md §7), per taskset.
+
+Consumes dumped samples (`Sample.to_dict()` rows, one JSON object per line) and an
+`Expectation`; emits nothing on success, otherwise `VerificationError` listing every broken
+invariant at once. Invariants: the sample count and group sizes; statuses completed/truncated
+with at least one completed; finite scalar rewards; `len(rollout_log_probs) == len(loss_mask)
+== response_length` with finite logprobs; the exact reward components; binary metrics; a
+minimum number of successes; and per-group sums of group-reward components.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class VerificationError(AssertionError):
+    """The dumped samples break at least one E2E invariant (all are listed)."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    groups: int
+    n: int
+    components: frozenset[str]  # the reward components, exactly
+    binary_metrics: frozenset[str] = frozenset()
+    success_metric: str | None = None  # a metric equal to 1 marks a success ...
+    success_component: str | None = None  # ... or a reward component equal to 1
+    min_successes: int = 0
+    group_sums: Mapping[str, float] = field(default_factory=dict)  # component → sum per group
+
+
+def expectation_for(env_id: str, *, groups: int, n: int, min_successes: int | None = None) -> Expectation:
+    """The invariants of each taskset the tiers run (group sums need n ≥ 2)."""
+    table: dict[str, dict[str, Any]] = {
+        "code-golf-v1": dict(components={"correct", "fastest", "most_concise"}, binary_metrics={"passed"},
+                             success_metric="passed", min_successes=1, group_sums={"fastest": 0.5}),
+        "arith-v1": dict(components={"correct"}, binary_metrics={"parsed"}, success_component="correct",
+                         min_successes=1),
+        "echo-tool-v1": dict(components={"used_tool"}, binary_metrics={"tool_ran"}),
+        "group-v1": dict(components={"says_word", "shortest"}, group_sums={"shortest": 0.5}),
+    }
+    if env_id not in table:
+        raise KeyError(f"no E2E expectation for {env_id!r}: known {sorted(table)}")
+    spec = dict(table[env_id])
+    spec["components"] = frozenset(spec["components"])
+    spec["binary_metrics"] = frozenset(spec.get("binary_metrics", ()))
+    if min_successes is not None:
+        spec["min_successes"] = min_successes
+    return Expectation(groups=groups, n=n, **spec)
+
+
+def load_samples(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _finite(values: Iterable[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+
+
+def _sample_problems(i: int, s: Mapping[str, Any], expect: Expectation) -> list[str]:
+    where = f"sample {i} (group {s.get('group_index')})"
+    problems = []
+    reward = s.get("reward")
+    if not _finite([reward]):
+        problems.append(f"{where}: reward {reward!r} is not a finite scalar")
+    lengths = (len(s.get("rollout_log_probs") or []), len(s.get("loss_mask") or []), s.get("response_length"))
+    if len(set(lengths)) != 1:
+        problems.append(f"{where}: rollout_log_probs, loss_mask, response_length disagree: {lengths}")
+    if not _finite(s.get("rollout_log_probs") or []):
+        problems.append(f"{where}: rollout_log_probs hold a non-finite value")
+    meta = (s.get("metadata") or {}).get("verifiers") or {}
+    components = set(meta.get("rewards") or {})
+    if components != expect.components:
+        problems.append(f"{where}: reward components {sorted(components)} != {sorted(expect.components)}")
+    for name in expect.binary_metrics:
+        value = (meta.get("metrics") or {}).get(name)
+        if value not in (0, 1):
+            problems.append(f"{where}: metric {name!r} is {value!r}, expected 0 or 1")
+    return problems
+
+
+def _is_success(s: Mapping[str, Any], expect: Expectation) -> bool:
+    meta = (s.get("metadata") or {}).get("verifiers") or {}
+    if expect.success_metric:
+        return (meta.get("metrics") or {}).get(expect.success_metric) == 1
+    if expect.success_component:
+        return (meta.get("rewards") or {}).get(expect.success_component) == 1
+    return False
+
+
+def problems(samples: list[Mapping[str, Any]], expect: Expectation) -> list[str]:
+    found: list[str] = []
+    if len(samples) != expect.groups * expect.n:
+        found.append(f"{len(samples)} samples, expected {expect.groups} groups × {expect.n} = {expect.groups * expect.n}")
+    sizes = Counter(s.get("group_index") for s in samples)
+    if sorted(sizes.values()) != [expect.n] * expect.groups:
+        found.append(f"group sizes {dict(sorted(sizes.items(), key=str))}, expected {expect.groups} groups of {expect.n}")
+    statuses = Counter(s.get("status") for s in samples)
+    if set(statuses) - {"completed", "truncated"}:
+        found.append(f"statuses {dict(statuses)}: only completed/truncated are allowed")
+    if not statuses.get("completed"):
+        found.append(f"no completed sample (statuses {dict(statuses)})")
+    for i, sample in enumerate(samples):
+        found += _sample_problems(i, sample, expect)
+    successes = sum(_is_success(s, expect) for s in samples)
+    if successes < expect.min_successes:
+        found.append(f"{successes} successes, expected at least {expect.min_successes}")
+    sums: dict[Any, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for s in samples:
+        for name in expect.group_sums:
+            rewards = ((s.get("metadata") or {}).get("verifiers") or {}).get("rewards") or {}
+            sums[s.get("group_index")][name] += float(rewards.get(name, math.nan))
+    for group, by_name in sorted(sums.items(), key=lambda kv: str(kv[0])):
+        for name, total in by_name.items():
+            if not math.isclose(total, expect.group_sums[name], abs_tol=1e-6):
+                found.append(f"group {group}: {name!r} sums to {total}, expected {expect.group_sums[name]}")
+    return found
+
+
+def verify(samples: list[Mapping[str, Any]], expect: Expectation) -> None:
+    broken = problems(samples, expect)
+    if broken:
+        raise VerificationError("E2E verification failed:\n" + "\n".join(f"- {p}" for p in broken))

@@ -1,0 +1,55 @@
+"""`vf-sglang rollout` end to end as a user runs it: a real process against an engine URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from renderers.base import load_tokenizer
+
+from adapter.cli import main
+from adapter.serve import served
+from conformance.engine import ScriptedEngine, asgi_app
+from conformance.policies import TextPolicy
+from e2e.verify import expectation_for, load_samples, verify
+
+VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
+ENVS = Path(__file__).resolve().parent.parent / "fixtures" / "envs"
+
+
+async def test_rollout_command_writes_verifiable_samples(tmp_path, qwen3_tokenizer) -> None:
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "banana"))
+    out = tmp_path / "samples.jsonl"
+    async with served(asgi_app(engine)) as url:
+        process = await asyncio.create_subprocess_exec(
+            VF_SGLANG, "rollout", "--sglang-url", url, "--config", str(ENVS / "group-v1.toml"),
+            "--model", "Qwen/Qwen3-0.6B", "--tokenizer", str(qwen3_tokenizer), "--groups", "2", "--n", "2",
+            "--out", str(out), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=300)
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    assert "group 0 reward mean" in stdout.decode()
+    samples = load_samples(out)
+    verify(samples, expectation_for("group-v1", groups=2, n=2))
+    assert json.loads(out.read_text().splitlines()[0])["status"] == "completed"
+
+
+def test_unreachable_engine_is_one_clear_line(capsys) -> None:
+    code = main(["rollout", "--sglang-url", "http://127.0.0.1:9", "--config", str(ENVS / "arith-v1.toml"),
+                 "--model", "Qwen/Qwen3-0.6B"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("vf-sglang: error: cannot reach the engine at http://127.0.0.1:9")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("config", "message"), [("missing.toml", "does not exist"), ("env.json", ".toml")])
+def test_bad_config_is_one_clear_line(config, message, capsys, tmp_path) -> None:
+    (tmp_path / "env.json").write_text("{}")
+    code = main(["rollout", "--sglang-url", "http://127.0.0.1:9", "--config", str(tmp_path / config),
+                 "--model", "Qwen/Qwen3-0.6B"])
+    assert code == 2
+    assert message in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,8 @@ def _engine(args: argparse.Namespace) -> int:
     from e2e.engine import build_tiny_model
 
     model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_engine_async(args, model_dir))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

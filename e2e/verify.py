@@ -96,11 +96,13 @@ def _is_success(s: Mapping[str, Any], expect: Expectation) -> bool:
 
 def problems(samples: list[Mapping[str, Any]], expect: Expectation) -> list[str]:
     found: list[str] = []
-    if len(samples) != expect.groups * expect.n:
-        found.append(f"{len(samples)} samples, expected {expect.groups} groups × {expect.n} = {expect.groups * expect.n}")
+    total = expect.groups * expect.n
+    if len(samples) != total:
+        found.append(f"{len(samples)} samples, expected {expect.groups} groups × {expect.n} = {total}")
     sizes = Counter(s.get("group_index") for s in samples)
     if sorted(sizes.values()) != [expect.n] * expect.groups:
-        found.append(f"group sizes {dict(sorted(sizes.items(), key=str))}, expected {expect.groups} groups of {expect.n}")
+        shown = dict(sorted(sizes.items(), key=str))
+        found.append(f"group sizes {shown}, expected {expect.groups} groups of {expect.n}")
     statuses = Counter(s.get("status") for s in samples)
     if set(statuses) - {"completed", "truncated"}:
         found.append(f"statuses {dict(statuses)}: only completed/truncated are allowed")

@@ -129,3 +129,26 @@ def verify(samples: list[Mapping[str, Any]], expect: Expectation) -> None:
     broken = problems(samples, expect)
     if broken:
         raise VerificationError("E2E verification failed:\n" + "\n".join(f"- {p}" for p in broken))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m e2e.verify", description="verify dumped E2E samples")
+    parser.add_argument("--samples", required=True, type=Path)
+    parser.add_argument("--env", required=True, help="taskset id, e.g. code-golf-v1")
+    parser.add_argument("--groups", type=int, required=True)
+    parser.add_argument("--n", type=int, required=True)
+    args = parser.parse_args(argv)
+    samples = load_samples(args.samples)
+    try:
+        verify(samples, expectation_for(args.env, groups=args.groups, n=args.n))
+    except VerificationError as exc:
+        print(exc)
+        return 1
+    print(f"verified {len(samples)} samples of {args.env} ({args.groups} groups × {args.n})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

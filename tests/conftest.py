@@ -1,6 +1,6 @@
 """Test lanes (markers registered in pyproject.toml, `--strict-markers`):
 
-    fast (default):  uvx --with tox-uv tox -e fast      # == pytest -m "not e2e and not gpu and not live"
+    fast (default):  uvx --with tox-uv tox -e fast   # everything; gpu/live tests skip with a reason
     lint:            uvx --with tox-uv tox -e lint
     gpu:             pytest -m gpu        (skipped with "needs CUDA" on machines without it)
 """

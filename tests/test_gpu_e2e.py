@@ -1,0 +1,22 @@
+"""The GPU tier: the whole plan (real SGLang, Qwen3-0.6B, code-golf-v1). `pytest -m gpu`.
+
+Skipped with "needs CUDA" on machines without a GPU; its plan is tested on CPU in
+tests/test_e2e_plan.py.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from e2e.plan import PlanOptions, gpu_plan
+from e2e.runner import Runner, cuda_available
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs CUDA (nvidia-smi -L failed)")]
+
+
+def test_gpu_tier_runs_grouped_rollouts_and_verifies(tmp_path) -> None:
+    out = io.StringIO()
+    code = Runner(log_dir=tmp_path / "logs", out=out).run(gpu_plan(PlanOptions(run_dir=str(tmp_path / "run"))))
+    assert code == 0, out.getvalue()[-5000:]

@@ -8,6 +8,7 @@ grouped rollouts against an engine URL, and present the result (table, JSONL).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import statistics
@@ -18,11 +19,14 @@ from typing import Any
 
 from adapter.config import load_env_config
 from adapter.errors import ConfigurationError, EngineError
+from adapter.identity import renderer_identity
 from adapter.rollout import Orchestrator, RolloutHooks, TrainOutput
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient, Timeouts
 from adapter.validation import EnvFacts, validate
 from adapter.versions import require_supported
+
+logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_TASKSETS = REPO_ROOT / "fixtures" / "tasksets"
@@ -57,18 +61,32 @@ def prepare_orchestrator(
         raise ConfigurationError(f"API generation {generation} is not served by this release")
     from adapter.generations.a import GenerationA
 
+    tokenizer_source = tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
+    model = settings.renderer_model_name or renderer_model_for(str(tokenizer_source))
     backend = GenerationA(config.data)
     validate(settings, EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward))
     return Orchestrator(
         settings=settings,
         backend=backend,
         engine_url=engine_url,
-        model=settings.renderer_model_name or str(settings.hf_checkpoint),
+        model=model,
         env_id=config.env_id,
-        tokenizer_path=tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint,
+        tokenizer_path=tokenizer_source,
         hooks=hooks or RolloutHooks(),
         use_miles_router=settings.use_miles_router,
     )
+
+
+def renderer_model_for(checkpoint: str) -> str:
+    """The registered model id whose renderer formats prompts for `checkpoint`, decided now
+    (an ambiguous path fails here, before any episode); unregistered checkpoints keep their
+    own name and get Renderers' template fallback, which cannot parse tool calls."""
+    identity = renderer_identity(checkpoint)
+    if identity is None:
+        logger.warning("no registered renderer matches %r: Renderers falls back to the chat template "
+                       "(no tool or reasoning parsing); pass --renderer-model-name to pick one", checkpoint)
+        return checkpoint
+    return identity
 
 
 async def check_engine(url: str, *, timeout: float = 10.0) -> None:

@@ -181,3 +181,12 @@ def test_the_legacy_function_matches_the_class(qwen3_tokenizer, tokenizer, sglan
     assert shape(legacy.samples) == shape(modern.samples)
     seeds = sorted(r.body["sampling_params"]["sampling_seed"] for r in sglang_mock.generate_requests())
     assert seeds == sorted([42, 43, 44, 45] * 2)
+
+
+def test_an_ambiguous_checkpoint_name_fails_before_any_episode(tmp_path, sglang_mock) -> None:
+    checkpoint = tmp_path / "Qwen3-0.6B"  # registered twice in renderers (qwen3 and prime-qwen3)
+    checkpoint.mkdir()
+    args = miles_args(checkpoint, sglang_mock, "arith-v1", renderer_model_name=None)
+    with pytest.raises(ConfigurationError, match="PrimeIntellect/Qwen3-0.6B"):
+        VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+    assert sglang_mock.requests == []

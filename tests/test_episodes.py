@@ -187,6 +187,6 @@ def test_an_ambiguous_checkpoint_name_fails_before_any_episode(tmp_path, sglang_
     checkpoint = tmp_path / "Qwen3-0.6B"  # registered twice in renderers (qwen3 and prime-qwen3)
     checkpoint.mkdir()
     args = miles_args(checkpoint, sglang_mock, "arith-v1", renderer_model_name=None)
-    with pytest.raises(ConfigurationError, match="PrimeIntellect/Qwen3-0.6B"):
+    with pytest.raises(ConfigurationError, match=r"PrimeIntellect/Qwen3-0\.6B"):
         VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
     assert sglang_mock.requests == []

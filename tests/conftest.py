@@ -1,6 +1,7 @@
 """Test lanes (markers registered in pyproject.toml, `--strict-markers`):
 
-    fast (default):  uvx --with tox-uv tox -e fast   # everything; gpu/live tests skip with a reason
+    fast (default):  uvx --with tox-uv tox -e fast   # pytest -m "not e2e"; gpu/live tests skip with a reason
+    e2e:             uvx --with tox-uv tox -e e2e    # pytest -m e2e (reference engine), then the E2E runner
     lint:            uvx --with tox-uv tox -e lint
     gpu:             pytest -m gpu        (skipped with "needs CUDA" on machines without it)
 """

@@ -46,7 +46,7 @@ class PlanOptions:
     model_id: str = "Qwen/Qwen3-0.6B"
     verifiers_tag: str = "v0.2.0"
     verifiers_repo: str = "https://github.com/PrimeIntellect-ai/verifiers"
-    prime_version: str = "0.5.40"
+    prime_version: str = "0.18.0"
     sglang_version: str = "0.5.15"
     python: str = field(default_factory=lambda: sys.executable)
     python_tag: str = f"python{sys.version_info.major}.{sys.version_info.minor}"  # the venv's lib dir
@@ -84,7 +84,7 @@ def gpu_plan(options: PlanOptions = PlanOptions()) -> list[Step]:
     run = str(Path(options.run_dir).absolute())
     venv, sglang_venv = f"{run}/venv", f"{run}/sglang-venv"
     model_dir = options.model_dir or f"{run}/models/{options.model_id}"
-    env_src = f"{run}/code_golf_v1"
+    env_src = f"{run}/environments/code_golf_v1"  # `prime env install` looks in ./environments
     url = f"http://127.0.0.1:{options.sglang_port}"
     py = _venv_python(venv)
     in_venv = (("VIRTUAL_ENV", venv), ("PATH", f"{venv}/bin{os.pathsep}$PATH"))
@@ -96,9 +96,11 @@ def gpu_plan(options: PlanOptions = PlanOptions()) -> list[Step]:
         Step("install-prime", ("uv", "tool", "install", f"prime=={options.prime_version}")),
         Step("clone-verifiers", ("git", "clone", "--depth", "1", "--branch", options.verifiers_tag,
                                  options.verifiers_repo, f"{run}/verifiers"), produces=(f"{run}/verifiers",)),
+        Step("environments-dir", ("mkdir", "-p", f"{run}/environments")),
         Step("copy-env", ("cp", "-r", f"{run}/verifiers/environments/code_golf_v1", env_src), produces=(env_src,)),
-        Step("install-env", (f"{UV_TOOL_BIN}/prime", "--plain", "env", "install", "code-golf-v1"), env=in_venv,
-             cwd=run),
+        # --no-upgrade: the env's own `dependencies = ["verifiers"]` must not move the pins.
+        Step("install-env", (f"{UV_TOOL_BIN}/prime", "--plain", "env", "install", "code-golf-v1", "--no-upgrade"),
+             env=in_venv, cwd=run),
         # The env's own requirements may pull a newer verifiers: put the adapter's pins back.
         Step("repin-adapter", ("uv", "pip", "install", "--python", py, str(REPO))),
         Step("download-model", (f"{venv}/bin/hf", "download", options.model_id, "--local-dir", model_dir),

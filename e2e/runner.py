@@ -54,7 +54,8 @@ def describe(steps: Sequence[Step]) -> list[dict[str, object]]:
         return text.replace(str(REPO), "<repo>")
 
     return [{"name": s.name, "kind": s.kind, "argv": [show(a) for a in s.argv],
-             "env": {k: show(v) for k, v in s.env}, "cwd": show(s.cwd) if s.cwd else None, "produces": [show(p) for p in s.produces],
+             "env": {k: show(v) for k, v in s.env}, "cwd": show(s.cwd) if s.cwd else None,
+             "produces": [show(p) for p in s.produces],
              "always": s.always, "gpu": s.gpu} for s in steps]
 
 

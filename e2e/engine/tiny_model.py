@@ -66,6 +66,10 @@ RECIPE: dict[str, Any] = {
         "weight_decay": 0.0,
         "threads": 2,
         "ranges": {"add_max": 25, "sub_max": 30, "mul_max": 12},
+        # Half of arith-v1's twelve rows, seen often enough to be learnt by heart; the other
+        # six are only ever met as random problems (mostly answered wrong or off by one).
+        "anchors": [[3, "+", 4], [12, "+", 9], [6, "*", 7], [9, "*", 9], [15, "-", 6], [11, "+", 11]],
+        "anchor_fraction": 0.25,
     },
     "save_dtype": "bfloat16",
 }

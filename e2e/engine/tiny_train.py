@@ -52,6 +52,16 @@ def random_problem(rng: random.Random, ranges: Mapping[str, Any]) -> tuple[str, 
     return QUESTION_TEMPLATE.format(a=a, op=op, b=b), OPS[op](a, b)
 
 
+def draw_problem(rng: random.Random, train: Mapping[str, Any]) -> tuple[str, int]:
+    """A training problem: one of the recipe's anchor rows with probability
+    `anchor_fraction`, else a random one from `ranges`."""
+    anchors = train["anchors"]
+    if anchors and rng.random() < train["anchor_fraction"]:
+        a, op, b = rng.choice(anchors)
+        return QUESTION_TEMPLATE.format(a=a, op=op, b=b), OPS[op](a, b)
+    return random_problem(rng, train["ranges"])
+
+
 def encode_example(tokenizer: Any, question: str, answer: int) -> tuple[list[int], int]:
     """Token ids of prompt + answer + `<|im_end|>`, and how many of them the prompt holds."""
     prompt = tokenizer.encode(render_prompt(question), add_special_tokens=False)
@@ -62,7 +72,7 @@ def encode_example(tokenizer: Any, question: str, answer: int) -> tuple[list[int
 def _batch(tokenizer: Any, rng: random.Random, train: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded input ids [B, T] and a boolean mask [B, T] of the positions whose NEXT
     token is scored (the last prompt token through the token before `<|im_end|>`)."""
-    rows = [encode_example(tokenizer, *random_problem(rng, train["ranges"])) for _ in range(train["batch_size"])]
+    rows = [encode_example(tokenizer, *draw_problem(rng, train)) for _ in range(train["batch_size"])]
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
     scored = torch.zeros((len(rows), width), dtype=torch.bool)
@@ -92,7 +102,7 @@ def train_model(model: Any, tokenizer: Any, train: Mapping[str, Any], *, progres
     """Train `model` in place for `train["steps"]` steps; returns the mean loss of the last 10."""
     rng = random.Random(train["data_seed"])
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"], betas=(0.9, 0.98)
+        model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"], betas=(0.9, 0.98), fused=True
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, train))
     model.train()

@@ -39,7 +39,7 @@ from adapter.errors import (
 from adapter.sessions import SessionLRU
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
-from adapter.wire import SESSION_ID_HEADER, to_renderers_response, to_sglang_request
+from adapter.wire import SESSION_ID_HEADER, overlong_error_class, to_renderers_response, to_sglang_request
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +86,6 @@ async def _generate(state: BridgeState, body: Any, session_id: str | None) -> JS
 
 
 async def generate(request: Request) -> JSONResponse:
-    from verifiers.v1.errors import OverlongPromptError
-
     state: BridgeState = request.app.state.bridge
     session_id = request.headers.get(SESSION_ID_HEADER) or None
     try:
@@ -96,7 +94,7 @@ async def generate(request: Request) -> JSONResponse:
         return _error(400, CONFIGURATION_ERROR, "the generate body is not valid JSON")
     try:
         return await _generate(state, body, session_id)
-    except OverlongPromptError as exc:
+    except overlong_error_class() as exc:
         return _error(400, OVERLONG_PROMPT, str(exc))
     except ConfigurationError as exc:
         return _error(400, CONFIGURATION_ERROR, str(exc))
@@ -126,8 +124,7 @@ def create_app(
 ) -> Starlette:
     """The bridge for one engine. `model` is the id episodes use (Renderers matches the
     `/v1/models` card by it); `settings.rollout_max_context_len` is the advertised length."""
-    import verifiers.v1.errors  # noqa: F401  (seconds to import: pay once here, not on the first request)
-
+    overlong_error_class()  # imports verifiers (seconds): pay once here, not on the first request
     app = Starlette(
         routes=[
             Route("/inference/v1/generate", generate, methods=["POST"]),

@@ -20,9 +20,10 @@
     └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
         └── EmptyTraceError       a trace with no branches: nothing to train on
 
-Verifiers' own `OverlongPromptError` (a clean truncation, not a failure) is raised by
-`adapter.wire` when the length budget is exhausted; it is not part of this hierarchy because
-Verifiers must recognise it by its own type.
+An exhausted length budget is a clean truncation, not a failure: `adapter.wire` raises
+Verifiers' own `OverlongPromptError` where the installed release has one (0.2.x, 0.3.x: the
+in-process TrainClient must recognise it by type), and `PromptTooLongError` below otherwise
+(0.4.0, where the bridge is served and the error only becomes a 400 `overlong_prompt`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ class EngineTimeoutError(EngineError):
 
 class EngineUnavailableError(EngineError):
     """The engine could not be reached (connection refused or reset, name not resolved)."""
+
+
+class PromptTooLongError(VfSglangError):
+    """The prompt leaves no room to generate (used where Verifiers has no OverlongPromptError)."""
+
+    def __init__(self, message: str = "", *, status_code: int = 400) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class TraceConversionError(VfSglangError):

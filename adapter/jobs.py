@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapter.config import load_env_config
+from adapter.config import check_config_generation, load_env_config
 from adapter.errors import ConfigurationError, EngineError
 from adapter.identity import renderer_identity
 from adapter.rollout import Orchestrator, RolloutHooks, TrainOutput
@@ -57,13 +57,10 @@ def prepare_orchestrator(
     config = load_env_config(settings.verifiers_config)
     if not (settings.hf_checkpoint or settings.renderer_model_name):
         raise ConfigurationError("--hf-checkpoint (or --model) must name the policy: its tokenizer renders prompts")
-    if generation != "A":  # pragma: no cover - the version gate refuses B until its shim lands
-        raise ConfigurationError(f"API generation {generation} is not served by this release")
-    from adapter.generations.a import GenerationA
-
+    check_config_generation(config, generation)
     tokenizer_source = tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
     model = settings.renderer_model_name or renderer_model_for(str(tokenizer_source))
-    backend = GenerationA(config.data)
+    backend = load_backend(generation, config.data)
     validate(settings, EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward))
     return Orchestrator(
         settings=settings,
@@ -75,6 +72,17 @@ def prepare_orchestrator(
         hooks=hooks or RolloutHooks(),
         use_miles_router=settings.use_miles_router,
     )
+
+
+def load_backend(generation: str, config_data: Any) -> Any:
+    """The episode runner of the installed Verifiers API generation."""
+    if generation == "A":
+        from adapter.generations.a import GenerationA
+
+        return GenerationA(config_data)
+    from adapter.generations.b import GenerationB
+
+    return GenerationB(config_data)
 
 
 def renderer_model_for(checkpoint: str) -> str:

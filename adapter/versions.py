@@ -1,6 +1,6 @@
 """The version gate: installed verifiers/renderers → a Verifiers API generation, or a refusal.
 
-Generation "A" is verifiers 0.2.x; "B" is 0.3.x and 0.4.0 (not served by this release yet).
+Generation "A" is verifiers 0.2.x; "B" is 0.3.x and 0.4.0.
 Every refusal names the exact reason and the fix. Versions are read from package metadata
 (`importlib.metadata`), so the gate costs no heavy import. The table of facts behind it is
 `../shared/design/VERSIONS.md` and `docs/compatibility.md`.
@@ -20,7 +20,11 @@ Generation = Literal["A", "B"]
 
 # Default-lane pins (pyproject.toml): what `pip install vf-sglang` installs.
 PINNED = {"verifiers": "0.2.0", "renderers": "0.1.10"}
-SUPPORTED_GENERATIONS: frozenset[Generation] = frozenset({"A"})
+SUPPORTED_GENERATIONS: frozenset[Generation] = frozenset({"A", "B"})
+# Generation B's renderers floor per verifiers release (their own requirements, VERSIONS.md).
+MIN_RENDERERS_B: dict[tuple[int, ...], tuple[int, int, int]] = {
+    (0, 3, 0): (0, 1, 9), (0, 3, 1): (0, 1, 10), (0, 4, 0): (0, 1, 12),
+}
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -74,6 +78,11 @@ def decide(
                           generation)
     elif vf[:2] in ((0, 3), (0, 4)) and vf <= (0, 4, 0):
         generation = "B"
+        floor = MIN_RENDERERS_B.get(vf[:3], (0, 1, 9))
+        if rd < floor:
+            need = ".".join(map(str, floor))
+            return refuse(f"verifiers {verifiers} needs renderers >= {need} (got {renderers}): "
+                          f"pip install 'renderers>={need}'", generation)
     else:
         return refuse(f"verifiers {verifiers} is newer than the newest release this adapter "
                       f"knows (0.4.0): {pin}")

@@ -20,6 +20,7 @@ Verifiers' `OverlongPromptError` (a clean truncation). No I/O happens in this mo
 
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any
 from adapter.errors import (
     EngineAbortedError,
     FinishReasonError,
+    PromptTooLongError,
     UnsupportedRequestError,
     WireFormatError,
 )
@@ -58,13 +60,19 @@ class SGLangRequest:
     headers: dict[str, str]
 
 
-def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
-    # Imported here: `verifiers.v1` costs seconds to import and this module stays pure.
-    from verifiers.v1.errors import OverlongPromptError
+@functools.cache
+def overlong_error_class() -> type[Exception]:
+    """Verifiers' `OverlongPromptError` where the installed release has one, else ours.
+    Imported on first use: `verifiers.v1` costs seconds to import and this module stays pure."""
+    import verifiers.v1.errors as verifiers_errors
 
+    return getattr(verifiers_errors, "OverlongPromptError", PromptTooLongError)
+
+
+def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
     # The wording carries "maximum context length" so Verifiers' TrainClient recognises the
     # relayed 400 as an overlong prompt too (its `model_error` phrase table).
-    return OverlongPromptError(
+    return overlong_error_class()(
         f"Prompt length ({prompt_len}) exceeds maximum context length ({limit}): {what}",
         status_code=400,
     )

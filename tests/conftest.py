@@ -29,7 +29,7 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile("vf-sglang")
 
 
-TASKSETS = Path(__file__).resolve().parent.parent / "fixtures" / "tasksets"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,9 +37,15 @@ def fixture_tasksets_importable() -> None:
     """The bundled tasksets are imported by module name, also by tool-server subprocesses,
     so they go on PYTHONPATH (inherited) as well as sys.path; uv must be on PATH for the
     subprocess runtime (it is a test dependency, installed into the test environment)."""
-    if str(TASKSETS) not in sys.path:
-        sys.path.insert(0, str(TASKSETS))
-    paths = [str(TASKSETS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    from adapter.versions import installed_decision
+
+    # Generation B's modules that differ from A's (same names) come first.
+    dirs = ["tasksets_b", "tasksets"] if installed_decision().generation == "B" else ["tasksets"]
+    sources = [str(FIXTURES / d) for d in dirs]
+    for source in reversed(sources):
+        if source not in sys.path:
+            sys.path.insert(0, source)
+    paths = [*sources, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     bin_dir = str(Path(sys.executable).parent)
     if shutil.which("uv") is None and (Path(bin_dir) / "uv").exists():

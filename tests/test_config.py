@@ -63,3 +63,27 @@ def test_root_must_be_a_table() -> None:
 
     with pytest.raises(EnvConfigError, match="root must be a TOML table"):
         check_env_config_data([{"taskset": {"id": "x"}}])
+
+
+@pytest.mark.parametrize(
+    ("content", "generation", "message"),
+    [(V1, "B", "written for verifiers 0.2.x"),
+     ('[taskset]\nid = "x"\n[agent.harness]\nid = "null"\n', "A", "written for verifiers 0.3.x/0.4.0")],
+    ids=["a_config_on_b", "b_config_on_a"],
+)
+def test_a_config_for_the_other_generation_says_which_it_is_for(content, generation, message, tmp_path) -> None:
+    from adapter.config import check_config_generation
+
+    path = tmp_path / "env.toml"
+    path.write_text(content)
+    with pytest.raises(EnvConfigError, match=message):
+        check_config_generation(load_env_config(path, environ={}), generation)
+
+
+@pytest.mark.parametrize("generation", ["A", "B"])
+def test_a_shapeless_config_fits_either_generation(generation, tmp_path) -> None:
+    from adapter.config import check_config_generation
+
+    path = tmp_path / "env.toml"
+    path.write_text('[taskset]\nid = "x"\n')
+    check_config_generation(load_env_config(path, environ={}), generation)

@@ -1,0 +1,84 @@
+"""Contract checks run in every cell of the version matrix (tox envs `contract-*`), against
+the real published verifiers/renderers installed there, plus one real episode group.
+
+    uvx --with tox-uv tox -e contract-vf040      # one cell; `tox -l` lists them all
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from renderers.base import load_tokenizer
+from renderers.client import _parse_completion_logprobs, parse_generate_response
+
+from adapter.jobs import prepare_orchestrator
+from adapter.serve import served
+from adapter.settings import Settings
+from adapter.versions import installed_decision
+from adapter.wire import overlong_error_class, to_renderers_response
+from conformance.engine import ScriptedEngine, asgi_app
+from conformance.policies import TextPolicy
+from conformance.sglang_outputs import sglang_output
+
+pytestmark = pytest.mark.contract
+
+DECISION = installed_decision()
+ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
+
+
+def env_config(name: str) -> str:
+    return str(ENVS / ("b" if DECISION.generation == "B" else "") / f"{name}.toml")
+
+
+def test_the_installed_set_is_served() -> None:
+    assert DECISION.supported, DECISION.describe()
+
+
+def test_installed_renderers_accept_our_responses() -> None:
+    ids, logprobs = [40, 1079, 151645], [-0.5, -1.25, -0.01]
+    raw = json.dumps(to_renderers_response(sglang_output(ids, logprobs))).encode()
+    choice = parse_generate_response(raw)["choices"][0]
+    assert (choice["token_ids"], _parse_completion_logprobs(choice, choice["token_ids"])) == (ids, logprobs)
+
+
+def test_overlong_prompts_have_an_error_type_here() -> None:
+    assert issubclass(overlong_error_class(), Exception)
+
+
+async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: Any) -> list[list[Any]]:
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, reply))
+    async with served(asgi_app(engine)) as url:
+        values = {"verifiers_config": env_config(env), "rollout_batch_size": 1, "n_samples_per_prompt": 2,
+                  "hf_checkpoint": str(qwen3_tokenizer), "renderer_model_name": "Qwen/Qwen3-0.6B",
+                  "rollout_max_response_len": 32, "rollout_max_context_len": 1024, **settings}
+        orchestrator = prepare_orchestrator(Settings(**values), engine_url=url)
+        result = await orchestrator.train(rollout_id=0)
+    assert engine.generate_requests(), "the engine was never called"
+    return result.groups
+
+
+async def test_one_real_episode_group_becomes_valid_samples(qwen3_tokenizer) -> None:
+    (group,) = await run_groups(qwen3_tokenizer, "arith-v1", lambda prompt: "7")
+    assert len(group) == 2
+    for sample in group:
+        assert len(sample.rollout_log_probs) == len(sample.loss_mask) == sample.response_length > 0
+        assert sample.tokens[-1] == 151645
+        assert set(sample.metadata["verifiers"]["rewards"]) == {"correct"}
+        assert sample.reward == 1.0  # "What is 3 + 4?" is task 0
+
+
+async def test_group_rewards_sum_to_their_constant(qwen3_tokenizer) -> None:
+    import re
+
+    replies = iter(range(100))
+
+    def reply(prompt: str) -> str:
+        word = re.search(r"Say the word '(\w+)'", prompt).group(1)
+        return word if next(replies) % 2 else f"Sure: {word}!"
+
+    (group,) = await run_groups(qwen3_tokenizer, "group-v1", reply, reward_key="shortest")
+    assert sum(sample.reward["shortest"] for sample in group) == pytest.approx(0.5)

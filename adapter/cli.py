@@ -120,6 +120,18 @@ def _add_miles_command(commands: Any) -> None:
     cmd.set_defaults(run=_miles_command)
 
 
+def _compat(args: argparse.Namespace) -> int:
+    from adapter.compat import DOC, render_doc, render_table
+
+    if args.write:
+        DOC.parent.mkdir(parents=True, exist_ok=True)
+        DOC.write_text(render_doc())
+        print(f"wrote {DOC}")
+    else:
+        print(render_table())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vf-sglang",
@@ -136,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_bridge(commands)
     _add_miles_command(commands)
     add_job_commands(commands)
+    compat = commands.add_parser("compat", help="print the verifiers × renderers compatibility table")
+    compat.add_argument("--write", action="store_true", help="regenerate docs/compatibility.md")
+    compat.set_defaults(run=_compat)
     return parser
 
 

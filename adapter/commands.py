@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapter.jobs import BUNDLED_ENVS, BUNDLED_TASKSETS, add_env_sources, format_table, run_rollouts, write_jsonl
+from adapter.jobs import add_env_sources, bundled_config, bundled_sources, format_table, run_rollouts, write_jsonl
 from adapter.settings import Settings
 
 QWEN3 = "Qwen/Qwen3-0.6B"
@@ -35,7 +35,7 @@ def _report(args: argparse.Namespace, groups: list[list[Any]], seconds: float) -
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    add_env_sources([*args.env_source_dir, BUNDLED_TASKSETS])
+    add_env_sources([*args.env_source_dir, *bundled_sources()])
     settings = _settings(args, config=Path(args.config), model=args.model, hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
     result = asyncio.run(run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer))
@@ -49,7 +49,7 @@ async def _demo_async(args: argparse.Namespace, model_dir: Path) -> list[list[An
 
     async with served(create_engine_app(model_dir, model_id=QWEN3)) as url:
         print(f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
-        settings = _settings(args, config=BUNDLED_ENVS / f"{args.taskset}.toml", model=QWEN3,
+        settings = _settings(args, config=bundled_config(args.taskset), model=QWEN3,
                              hf_checkpoint=str(model_dir))
         result = await run_rollouts(settings, engine_url=url, tokenizer_path=str(model_dir))
         return result.groups
@@ -61,7 +61,7 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model()
     print(f"tiny Qwen3-shaped model: {model_dir}")
-    add_env_sources([BUNDLED_TASKSETS])
+    add_env_sources(bundled_sources())
     groups = asyncio.run(_demo_async(args, model_dir))
     _report(args, groups, time.monotonic() - started)
     return 0

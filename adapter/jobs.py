@@ -24,13 +24,29 @@ from adapter.rollout import Orchestrator, RolloutHooks, TrainOutput
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient, Timeouts
 from adapter.validation import EnvFacts, validate
-from adapter.versions import require_supported
+from adapter.versions import installed_decision, require_supported
 
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_TASKSETS = REPO_ROOT / "fixtures" / "tasksets"
-BUNDLED_ENVS = REPO_ROOT / "fixtures" / "envs"
+FIXTURES = REPO_ROOT / "fixtures"
+
+
+def bundled_sources() -> list[Path]:
+    """The bundled taskset dirs for the installed Verifiers generation (B's own modules,
+    which share names with A's, come first)."""
+    if installed_decision().generation == "B":
+        return [FIXTURES / "tasksets_b", FIXTURES / "tasksets"]
+    return [FIXTURES / "tasksets"]
+
+
+def bundled_config(name: str) -> Path:
+    """A bundled EnvConfig in the shape of the installed Verifiers generation."""
+    folder = FIXTURES / "envs" / ("b" if installed_decision().generation == "B" else "")
+    path = folder / f"{name}.toml"
+    if not path.exists():
+        raise ConfigurationError(f"the bundled taskset {name!r} has no config for this verifiers release ({path})")
+    return path
 
 
 def add_env_sources(dirs: Sequence[str | os.PathLike[str]]) -> None:

@@ -26,7 +26,7 @@ from typing import TextIO
 
 import httpx
 
-from e2e.plan import REPO, PlanOptions, Step, cpu_plan, gpu_plan
+from e2e.plan import BUNDLED_B, REPO, PlanOptions, Step, cpu_plan, gpu_plan
 
 
 class StepFailed(RuntimeError):
@@ -193,7 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tier == "gpu":
         steps = gpu_plan(PlanOptions(run_dir=str(run_dir), trainer=args.trainer))
     else:
-        steps = cpu_plan(str(run_dir))
+        from adapter.versions import installed_decision
+
+        if installed_decision().generation == "B":
+            steps = cpu_plan(str(run_dir), tasksets=BUNDLED_B, env_subdir="b")
+        else:
+            steps = cpu_plan(str(run_dir))
     if args.dry_run:
         for i, step in enumerate(describe(steps), 1):
             env = " ".join(f"{k}={v}" for k, v in step["env"].items())  # type: ignore[union-attr]

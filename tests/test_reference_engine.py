@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # the e2e lane installs torch (dependency group `demo`)
+
 torch = pytest.importorskip("torch", reason="the reference engine needs torch (dependency group `demo`)")
 transformers = pytest.importorskip("transformers", reason="the reference engine needs transformers (group `demo`)")
 
@@ -59,7 +61,9 @@ def prompt_ids(engine_app: Any) -> list[int]:
 
 
 async def generate(client: httpx.AsyncClient, ids: Any, **params: Any) -> Any:
-    response = await client.post("/generate", json={"input_ids": ids, "sampling_params": params, "return_logprob": True})
+    response = await client.post(
+        "/generate", json={"input_ids": ids, "sampling_params": params, "return_logprob": True}
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -69,7 +73,9 @@ def test_prompt_prefix_is_what_renderers_renders(tiny_model_dir: Path, prompt_id
 
     tokenizer = load_tokenizer(str(tiny_model_dir))
     tokenizer.name_or_path = "Qwen/Qwen3-0.6B"
-    rendered = create_renderer(tokenizer).render_ids([{"role": "user", "content": QUESTION}], add_generation_prompt=True)
+    rendered = create_renderer(tokenizer).render_ids(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True
+    )
     assert list(rendered) == prompt_ids
 
 

@@ -69,7 +69,7 @@ RECIPE: dict[str, Any] = {
         # Half of arith-v1's twelve rows, seen often enough to be learnt by heart; the other
         # six are only ever met as random problems (mostly answered wrong or off by one).
         "anchors": [[3, "+", 4], [12, "+", 9], [6, "*", 7], [9, "*", 9], [15, "-", 6], [11, "+", 11]],
-        "anchor_fraction": 0.25,
+        "anchor_fraction": 0.5,
     },
     "save_dtype": "bfloat16",
 }
@@ -136,14 +136,16 @@ def _train_into(workdir: Path, recipe: dict[str, Any], *, progress: bool) -> dic
         pad_token_id=recipe["model"]["pad_token_id"],
         do_sample=False,
     )
+    # the tokenizer files already in `workdir` are the pinned ones, byte for byte
     model.to(getattr(torch, recipe["save_dtype"])).save_pretrained(str(workdir))
-    tokenizer.save_pretrained(str(workdir))
-    install_qwen3_tokenizer(workdir)  # keep the pinned, sha256-checked files byte for byte
     return {"final_loss": round(final_loss, 4), "train_seconds": round(time.monotonic() - started, 1)}
 
 
 def _publish(workdir: Path, target: Path) -> None:
     """Rename the finished build into place; a concurrent builder that won the race wins."""
+    workdir.chmod(0o755)  # mkdtemp made it private; the cache is readable like any HF cache
+    for path in workdir.iterdir():
+        path.chmod(0o644)
     try:
         workdir.rename(target)
     except OSError:
@@ -174,7 +176,10 @@ def build_tiny_model(cache_root: Path | None = None, *, progress: bool = True) -
         manifest = {"recipe": recipe, "recipe_hash": recipe_hash(recipe), "build": stats}
         (workdir / RECIPE_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         _publish(workdir, target)
-    except BaseException:
+    except (OSError, RuntimeError, ValueError) as exc:  # AssetError is a RuntimeError
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise TinyModelBuildError(f"building the tiny model into {target} failed: {exc}") from exc
+    except BaseException:  # interrupted: leave no half-built directory behind
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     logger.info("tiny-qwen3: built %s (final loss %.4f)", target, stats["final_loss"])

@@ -116,7 +116,7 @@ def train_model(model: Any, tokenizer: Any, train: Mapping[str, Any], *, progres
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        recent = [*recent[-9:], float(loss)]
+        recent = [*recent[-9:], loss.detach().item()]
         bar.set_postfix(loss=f"{recent[-1]:.3f}")
     bar.close()
     model.eval()

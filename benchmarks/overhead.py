@@ -72,8 +72,9 @@ def summarize(title: str, samples: dict[str, list[float]]) -> list[str]:
 async def compare(engine_url: str, requests: int, tokens: int) -> dict[str, list[float]]:
     sglang = SGLangClient(engine_url)
     app = create_app(Settings(), sglang, model="m")
+    in_process = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(base_url=engine_url, timeout=600) as raw, \
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bridge", timeout=600) as inproc, \
+            httpx.AsyncClient(transport=in_process, base_url="http://bridge", timeout=600) as inproc, \
             served(app) as bridge_url, httpx.AsyncClient(base_url=bridge_url, timeout=600) as over_http:
         async def post(client: httpx.AsyncClient, path: str, body: dict) -> None:
             response = await client.post(path, json=body, headers={"X-Session-ID": "bench"})

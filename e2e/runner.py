@@ -16,6 +16,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -173,6 +174,13 @@ class Runner:
         return 1 if failure else 0
 
 
+def free_port() -> int:
+    """A loopback port free right now, for the CPU tier's reference engine."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def cuda_available() -> bool:
     return shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0
@@ -195,10 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from adapter.versions import installed_decision
 
+        port = free_port()
         if installed_decision().generation == "B":
-            steps = cpu_plan(str(run_dir), tasksets=BUNDLED_B, env_subdir="b")
+            steps = cpu_plan(str(run_dir), port=port, tasksets=BUNDLED_B, env_subdir="b")
         else:
-            steps = cpu_plan(str(run_dir))
+            steps = cpu_plan(str(run_dir), port=port)
     if args.dry_run:
         for i, step in enumerate(describe(steps), 1):
             env = " ".join(f"{k}={v}" for k, v in step["env"].items())  # type: ignore[union-attr]

@@ -159,14 +159,21 @@ class Orchestrator:
                             coro = self._run(self._next_task(rollout_id), client, self.settings, semaphore)
                             pending.add(asyncio.create_task(coro))
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    stop: VfSglangError | None = None
                     for task in done:
-                        outcome = await self._outcome(task, stats)
+                        try:
+                            outcome = await self._outcome(task, stats)
+                        except VfSglangError as exc:  # keep retrieving the others, then stop
+                            stop = stop or exc
+                            continue
                         if outcome.kept and len(kept) < target:
                             kept.append(outcome.samples)
                             consecutive_drops = 0
                         elif not outcome.kept:
                             drops[outcome.drop_reason or "unknown"] += 1
                             consecutive_drops += 1
+                    if stop is not None:
+                        raise stop
                     if consecutive_drops >= stall_limit:
                         raise RolloutStalledError(
                             f"{consecutive_drops} groups in a row were dropped ({dict(drops)}): check the "

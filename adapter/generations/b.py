@@ -9,7 +9,8 @@ generation-neutral:
     (`RendererConfig(name=<renderer of the identity>)`), no hub needed;
   * a group is the n slots of one task (`env.slots`/`run_slot`), each with its own seeded
     context; an env that defines its own cross-rollout `finalize` over in-episode siblings
-    (an `n` field in its config) runs as one episode of n traces;
+    (an `n` field in its config, set to the trainer's n) runs as one episode of n traces —
+    its siblings share one sampling seed (one context per episode);
   * traces are read through `TraceView`: `Reward{score, weight}` → weighted values (the
     components stay in metadata), `last_error` → `error`, trainable branches only. An
     overlong first prompt ends `ok` with 0 branches in 0.4.0: it is dropped as an empty
@@ -156,9 +157,8 @@ class GenerationB:
             return vf.ModelContext(model=model, client=config, sampling=sampling_config(settings, seed))
 
         if self.has_group_reward:
-            if self.in_episode_n != n:
-                raise ConfigurationError(f"the env runs {self.in_episode_n} siblings per episode but "
-                                         f"--n-samples-per-prompt is {n}: make them equal")
+            # The trainer's n decides the group size; the TOML's `n` is only the env's default.
+            self.env.config.n = n
             episodes = [await self.env.run_slot(self.env.slots(task, 1)[0], context(0), semaphore=semaphore)]
         else:
             slots = self.env.slots(task, n)

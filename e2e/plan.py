@@ -146,7 +146,7 @@ def _rollout_steps(options: PlanOptions, *, py: str, url: str, model_dir: str, e
 
 
 BUNDLED = ("arith-v1", "group-v1", "echo-tool-v1")
-BUNDLED_B = ("arith-v1", "group-v1")  # generation B's bundled configs (fixtures/envs/b)
+BUNDLED_B = ("arith-v1", "group-v1", "echo-tool-v1")  # generation B's bundled configs (fixtures/envs/b)
 
 
 def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, n: int = 4, port: int = 30555,

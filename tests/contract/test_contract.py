@@ -86,3 +86,23 @@ async def test_group_rewards_sum_to_their_constant(qwen3_tokenizer) -> None:
 
     (group,) = await run_groups(qwen3_tokenizer, "group-v1", reply, reward_key="shortest")
     assert sum(sample.reward["shortest"] for sample in group) == pytest.approx(0.5)
+
+
+async def test_tool_reward_needs_the_tool_to_really_run(qwen3_tokenizer) -> None:
+    """A real MCP tool server per rollout: 'apple' calls the stamp tool and repeats the stamp
+    (reward 1.0, the tool reply in the sample at loss mask 0); 'river' fakes it (0.0)."""
+    import re
+
+    from conformance.policies import tool_call
+
+    def reply(prompt: str) -> str:
+        if "<tool_response>" in prompt:
+            return re.findall(r"STAMP-[0-9a-f]{12}", prompt)[-1]
+        word = re.search(r"with the word '(\w+)'", prompt).group(1)
+        return tool_call("echo_tools_stamp", {"word": word}) if word == "apple" else "STAMP-000000000000"
+
+    groups = await run_groups(qwen3_tokenizer, "echo-tool-v1", reply, rollout_batch_size=2, n_samples_per_prompt=1,
+                              rollout_max_response_len=64, rollout_max_context_len=2048)
+    by_task = {group[0].metadata["verifiers"]["task_index"]: group[0] for group in groups}
+    assert (by_task[0].reward, by_task[1].reward) == (1.0, 0.0)
+    assert 0 in by_task[0].loss_mask and by_task[0].loss_mask[-1] == 1

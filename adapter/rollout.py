@@ -154,7 +154,7 @@ class Orchestrator:
             consecutive_drops = 0
             try:
                 while len(kept) < target:
-                    if not pending:
+                    if len(kept) + len(pending) < target:  # not enough in flight: launch a batch
                         for _ in range(batch):
                             coro = self._run(self._next_task(rollout_id), client, self.settings, semaphore)
                             pending.add(asyncio.create_task(coro))

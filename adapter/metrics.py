@@ -10,8 +10,9 @@ from typing import Any
 from adapter.errors import ConfigurationError
 
 # Error types (as Verifiers records them on `trace.errors`, by class name) that mean the run is
-# misconfigured: resampling can never help. Filled by the generation shims.
-CONFIGURATION_ERROR_TYPES: set[str] = {"AdapterRequestError"}
+# misconfigured: resampling can never help. `adapter.generations.a.AdapterRequestError` is the
+# one the TrainClient raises (generation B's served bridge answers a 400, recorded by Verifiers).
+CONFIGURATION_ERROR_TYPES: frozenset[str] = frozenset({"AdapterRequestError"})
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +129,3 @@ def asgi_app(engine: ScriptedEngine) -> Any:
         return await _asgi_handle(engine, request)
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])])
-
-
-def completions(items: Iterable[tuple[list[int], list[float]]]) -> list[Completion]:
-    return [Completion(ids, logprobs) for ids, logprobs in items]

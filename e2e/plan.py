@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -171,7 +171,3 @@ def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, 
                                                 "--groups", str(groups), "--n", str(n))))
     steps.append(Step("stop-engine", ("start-engine",), kind="stop", always=True))
     return steps
-
-
-def with_options(options: PlanOptions, **changes: object) -> PlanOptions:
-    return replace(options, **changes)  # type: ignore[arg-type]

@@ -48,7 +48,9 @@ async def test_a_configuration_error_stops_the_run_instead_of_resampling(sglang_
     orch, _backend = orchestrator(["config", "ok"], sglang_mock)
     with pytest.raises(ConfigurationError, match="streaming refused"):
         await orch.train(rollout_id=0)
-    assert "AdapterRequestError" in CONFIGURATION_ERROR_TYPES
+    from adapter.generations.a import AdapterRequestError
+
+    assert AdapterRequestError.__name__ in CONFIGURATION_ERROR_TYPES
 
 
 async def test_a_run_that_only_drops_stalls_with_counts(sglang_mock) -> None:

@@ -54,6 +54,10 @@ class BridgeState:
     engine: SGLangClient
     model: str | None
     sessions: SessionLRU
+    # The last typed configuration error this bridge answered (400 `configuration_error`), or
+    # one a client in front of it refused with (generation A's TrainClient). The orchestrator
+    # re-raises this object as soon as a group finishes: the type travels, never its name.
+    refusal: ConfigurationError | None = None
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -97,6 +101,7 @@ async def generate(request: Request) -> JSONResponse:
     except overlong_error_class() as exc:
         return _error(400, OVERLONG_PROMPT, str(exc))
     except ConfigurationError as exc:
+        state.refusal = exc
         return _error(400, CONFIGURATION_ERROR, str(exc))
     except EngineAbortedError as exc:
         return _error(503, ENGINE_ERROR, str(exc))

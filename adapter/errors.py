@@ -13,6 +13,9 @@
     │   │                         a count that disagrees with `completion_tokens`.
     │   └── FinishReasonError     a finish reason that is missing or unknown (names the value)
     ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
+    ├── EpisodeError              an episode failed as data (Verifiers recorded or raised a rollout
+    │                             error): its group is dropped with `reason`; any other exception
+    │                             from a generation shim is a bug and stops the run at once
     ├── EngineError               the engine failed; carries the HTTP status when there was one
     │   ├── EngineStatusError     it answered an error status (4xx is never retried)
     │   ├── EngineTimeoutError    no answer within the configured timeout
@@ -67,6 +70,16 @@ class EngineAbortedError(VfSglangError):
     def __init__(self, message: str, *, request_id: str | None = None) -> None:
         super().__init__(message)
         self.request_id = request_id
+
+
+class EpisodeError(VfSglangError):
+    """An episode failed in a way Verifiers treats as data: the group is dropped and replaced.
+
+    Raised by the generation shims only; `reason` is the drop reason the train loop counts."""
+
+    def __init__(self, message: str, *, reason: str = "episode_error") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class EngineError(VfSglangError):

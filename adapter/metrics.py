@@ -1,18 +1,12 @@
 """Rollout metrics over every trace seen (kept or dropped): reward mean, error rate, truncated
-rate, mean turns. Also the one place that recognises a configuration error on a trace."""
+rate, mean turns. (Configuration refusals do not travel on traces: the bridge records the
+typed error, `adapter.bridge.BridgeState.refusal`, and the orchestrator re-raises it.)"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-from adapter.errors import ConfigurationError
-
-# Error types (as Verifiers records them on `trace.errors`, by class name) that mean the run is
-# misconfigured: resampling can never help. `adapter.generations.a.AdapterRequestError` is the
-# one the TrainClient raises (generation B's served bridge answers a 400, recorded by Verifiers).
-CONFIGURATION_ERROR_TYPES: frozenset[str] = frozenset({"AdapterRequestError"})
 
 
 @dataclass
@@ -40,10 +34,3 @@ class TraceStats:
             "verifiers/truncated_rate": self.truncated / seen,
             "verifiers/num_turns_mean": self.turns / seen,
         }
-
-    @staticmethod
-    def raise_on_configuration_error(traces: Iterable[Any]) -> None:
-        for trace in traces:
-            error = trace.error
-            if error is not None and error.type in CONFIGURATION_ERROR_TYPES:
-                raise ConfigurationError(f"trace {trace.id!r} hit a configuration error: {error.message}")

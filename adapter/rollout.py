@@ -7,9 +7,13 @@ Consumes `Settings`, an episode backend (a generation shim: `tasks`, `has_group_
 
 Train (CONTRACT.md §6): launch `over_sampling_batch_size` task groups at a time until enough
 groups are kept; the task cursor starts at `rollout_id × rollout_batch_size` on the first call
-(resume) and continues from there; dropped groups are counted by reason and replaced; a
-configuration error stops the run; too many drops in a row stop it too (`RolloutStalledError`);
-on exit, pending episodes are cancelled and the engine gets `abort_all`.
+(resume) and continues from there; dropped groups are counted by reason and replaced. A
+refusal stops the run as soon as a group finishes: the bridge records the typed
+`ConfigurationError` it answered (`BridgeState.refusal`) and this loop re-raises that object,
+on every generation alike. Only `EpisodeError` (raised by the shims) drops a group; any other
+exception is a bug and propagates at once. Too many drops in a row stop the run
+(`RolloutStalledError`, naming the last message of each drop reason). On exit, pending
+episodes are cancelled and the engine gets `abort_all`.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapter.bridge import create_app
-from adapter.errors import ConfigurationError, VfSglangError
+from adapter.bridge import BridgeState, create_app
+from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
 from adapter.metrics import TraceStats
 from adapter.samples import GroupOutcome, assemble_group, trace_to_eval_entry
 from adapter.settings import Settings
@@ -78,6 +82,13 @@ class Orchestrator:
     _order: list[int] = field(default_factory=list)
     _train: _Counters = field(default_factory=_Counters)
     _eval: _Counters = field(default_factory=_Counters)
+    _bridge: BridgeState | None = None
+
+    def _raise_refusal(self) -> None:
+        """Re-raise the typed refusal the bridge answered, if any: resampling cannot help."""
+        refusal = self._bridge.refusal if self._bridge is not None else None
+        if refusal is not None:
+            raise refusal
 
     def __post_init__(self) -> None:
         self._order = list(range(len(self.backend.tasks)))
@@ -87,8 +98,9 @@ class Orchestrator:
     @contextlib.asynccontextmanager
     async def _session(self, settings: Settings) -> AsyncIterator[tuple[Any, SGLangClient]]:
         engine = SGLangClient(self.engine_url, use_miles_router=self.use_miles_router)
-        client = self.backend.make_client(create_app(settings, engine, model=self.model),
-                                          tokenizer_path=self.tokenizer_path,
+        app = create_app(settings, engine, model=self.model)
+        self._bridge = app.state.bridge
+        client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
                                           renderer_model_name=settings.renderer_model_name)
         try:
             async with self.backend.serving():
@@ -118,7 +130,6 @@ class Orchestrator:
     async def _judge(self, traces: list[Any], stats: TraceStats) -> GroupOutcome:
         """Traces of one task → a kept group or a drop (reason), hooks applied."""
         stats.add(traces)
-        stats.raise_on_configuration_error(traces)
         n = self.settings.n_samples_per_prompt
         outcome = assemble_group(traces, n=n, group_index=self._train.group_index,
                                  first_index=self._train.sample_index, reward_key=self.settings.reward_key)
@@ -147,6 +158,7 @@ class Orchestrator:
         stall_limit = max(32, 4 * target)
         kept: list[list[Any]] = []
         drops: Counter[str] = Counter()
+        last_detail: dict[str, str] = {}  # drop reason → its most recent underlying message
         stats = TraceStats()
         semaphore = asyncio.Semaphore(self.settings.sglang_server_concurrency)
         async with self._session(self.settings) as (client, engine):
@@ -159,25 +171,26 @@ class Orchestrator:
                             coro = self._run(self._next_task(rollout_id), client, self.settings, semaphore)
                             pending.add(asyncio.create_task(coro))
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    stop: VfSglangError | None = None
+                    self._raise_refusal()
+                    stop: BaseException | None = None
                     for task in done:
                         try:
                             outcome = await self._outcome(task, stats)
-                        except VfSglangError as exc:  # keep retrieving the others, then stop
+                        except Exception as exc:  # keep retrieving the others, then stop
                             stop = stop or exc
                             continue
                         if outcome.kept and len(kept) < target:
                             kept.append(outcome.samples)
                             consecutive_drops = 0
                         elif not outcome.kept:
-                            drops[outcome.drop_reason or "unknown"] += 1
+                            reason = outcome.drop_reason or "unknown"
+                            drops[reason] += 1
+                            last_detail[reason] = outcome.detail
                             consecutive_drops += 1
                     if stop is not None:
                         raise stop
                     if consecutive_drops >= stall_limit:
-                        raise RolloutStalledError(
-                            f"{consecutive_drops} groups in a row were dropped ({dict(drops)}): check the "
-                            "engine and the taskset")
+                        raise RolloutStalledError(_stall_message(consecutive_drops, drops, last_detail))
             finally:
                 await _cancel(pending, engine)
         metrics = {**stats.metrics(), **{f"rollout/drop/{reason}": float(c) for reason, c in drops.items()}}
@@ -186,10 +199,8 @@ class Orchestrator:
     async def _outcome(self, task: asyncio.Task[list[Any]], stats: TraceStats) -> GroupOutcome:
         try:
             traces = task.result()
-        except VfSglangError:
-            raise
-        except Exception as exc:  # an episode that raised is data (a dropped group), not a crash
-            return GroupOutcome([], "episode_error", f"{type(exc).__name__}: {exc}")
+        except EpisodeError as exc:  # a failed episode is data (a dropped group); anything else is a bug
+            return GroupOutcome([], exc.reason, str(exc))
         return await self._judge(traces, stats)
 
     async def evaluate(self) -> EvalOutput:
@@ -205,11 +216,14 @@ class Orchestrator:
                      for i in range(len(self.backend.tasks))}
             try:
                 groups = await asyncio.gather(*tasks)
+            except EpisodeError:
+                self._raise_refusal()
+                raise
             finally:
                 await _cancel({t for t in tasks if not t.done()}, engine)
+        self._raise_refusal()
         for traces in groups:
             stats.add(traces)
-            stats.raise_on_configuration_error(traces)
             for trace in traces:
                 entry = trace_to_eval_entry(trace, reward_key=settings.reward_key,
                                             group_index=self._eval.group_index, index=self._eval.sample_index)
@@ -220,6 +234,12 @@ class Orchestrator:
             self._eval.group_index += 1
         data = {self.env_id: {"rewards": rewards, "truncated": truncated, "samples": samples}}
         return EvalOutput(data=data, metrics={f"eval/{k}": v for k, v in stats.metrics().items()})
+
+
+def _stall_message(count: int, drops: Counter[str], last_detail: dict[str, str]) -> str:
+    causes = "; ".join(f"{reason} ×{drops[reason]}: last: {last_detail.get(reason) or '(no detail)'}"
+                       for reason in sorted(drops))
+    return f"{count} groups in a row were dropped ({causes})"
 
 
 async def _cancel(pending: set[asyncio.Task[Any]], engine: SGLangClient) -> None:

@@ -1,8 +1,10 @@
 """A scripted episode backend for orchestration tests: real Verifiers traces, no episodes.
 
 Each task index maps to a behaviour: "ok" (n good traces), "error" (one trace errored),
-"empty" (one branchless trace), "raise" (the episode raises), "config" (a trace carries the
-adapter's configuration error), "hang" (never finishes until cancelled).
+"empty" (one branchless trace), "raise" (the episode fails: `EpisodeError`), "bug" (the shim
+raises a plain exception), "config" (the episode's request is refused by the real bridge app:
+a multimodal body, answered 400; the trace only records the status, as Verifiers would), "hang"
+(never finishes until cancelled).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import contextlib
 import dataclasses
 from typing import Any
 
+import httpx
+
+from adapter.errors import EpisodeError
 from conformance.traces import TraceSpec, Turn, build_trace
 
 
@@ -28,6 +33,7 @@ class FakeBackend:
     calls: list[tuple[int, int, int | None]] = dataclasses.field(default_factory=list)
     has_group_reward: bool = False
     clients: list[FakeClient] = dataclasses.field(default_factory=list)
+    app: Any = None
 
     @property
     def tasks(self) -> list[str]:
@@ -38,6 +44,7 @@ class FakeBackend:
         yield
 
     def make_client(self, app: Any, **_: Any) -> FakeClient:
+        self.app = app
         self.clients.append(FakeClient())
         return self.clients[-1]
 
@@ -48,12 +55,24 @@ class FakeBackend:
         if behaviour == "hang":
             await asyncio.sleep(3600)
         if behaviour == "raise":
-            raise RuntimeError("sandbox exploded")
+            raise EpisodeError("episode failed: SandboxError: sandbox exploded")
+        if behaviour == "bug":
+            raise KeyError("a bug in the shim")
         good = TraceSpec(idx=task_index, rewards={"correct": float(task_index % 2)})
+        if behaviour == "config":
+            status = await self._refused_request()
+            good = dataclasses.replace(good, error=("ProviderError", f"Error code: {status}"))
         bad = {
             "error": dataclasses.replace(good, error=("ProviderError", "engine 502"), stop_condition="error"),
             "empty": dataclasses.replace(good, turns=(), stop_condition="context_length"),
-            "config": dataclasses.replace(good, error=("AdapterRequestError", "streaming refused")),
             "truncated": dataclasses.replace(good, turns=(Turn((5, 6), (-0.1, -0.2), "x", finish_reason="length"),)),
         }.get(behaviour)
         return [build_trace(good) for _ in range(n - 1)] + [build_trace(bad or good)]
+
+    async def _refused_request(self) -> int:
+        """A multimodal generate request through the real bridge app: it answers 400."""
+        transport = httpx.ASGITransport(app=self.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bridge") as http:
+            response = await http.post("/inference/v1/generate", json={
+                "token_ids": [1, 2, 3], "features": [{"image": "x"}], "sampling_params": {}})
+        return response.status_code

@@ -7,8 +7,7 @@ import asyncio
 import pytest
 from fakes import FakeBackend
 
-from adapter.errors import ConfigurationError
-from adapter.metrics import CONFIGURATION_ERROR_TYPES
+from adapter.errors import UnsupportedRequestError
 from adapter.rollout import Orchestrator, RolloutHooks, RolloutStalledError
 from adapter.settings import Settings
 
@@ -44,13 +43,34 @@ async def test_dropped_groups_are_counted_by_reason_and_replaced(bad, reason, sg
     assert all(s.metadata["verifiers"]["task_index"] != 0 for g in out.groups for s in g)
 
 
-async def test_a_configuration_error_stops_the_run_instead_of_resampling(sglang_mock) -> None:
-    orch, _backend = orchestrator(["config", "ok"], sglang_mock)
-    with pytest.raises(ConfigurationError, match="streaming refused"):
+async def test_a_bridge_refusal_stops_the_run_with_the_bridges_own_error_object(sglang_mock) -> None:
+    orch, backend = orchestrator(["config", "ok"], sglang_mock, rollout_batch_size=1, over_sampling_batch_size=1)
+    with pytest.raises(UnsupportedRequestError, match="multimodal `features` are not supported") as caught:
         await orch.train(rollout_id=0)
-    from adapter.generations.a import AdapterRequestError
+    assert caught.value is backend.app.state.bridge.refusal  # the object itself, not a name or a text
+    assert len(backend.calls) == 1  # stopped within one group
 
-    assert AdapterRequestError.__name__ in CONFIGURATION_ERROR_TYPES
+
+async def test_a_bridge_refusal_stops_eval_too(sglang_mock) -> None:
+    orch, _ = orchestrator(["ok", "config"], sglang_mock)
+    with pytest.raises(UnsupportedRequestError, match="multimodal"):
+        await orch.evaluate()
+
+
+async def test_a_bug_in_a_shim_propagates_at_once_instead_of_becoming_a_drop(sglang_mock) -> None:
+    orch, backend = orchestrator(["bug", "ok"], sglang_mock, rollout_batch_size=1, over_sampling_batch_size=1)
+    with pytest.raises(KeyError, match="a bug in the shim"):
+        await orch.train(rollout_id=0)
+    assert len(backend.calls) == 1
+
+
+async def test_a_stall_names_the_last_underlying_error_of_each_drop_reason(sglang_mock) -> None:
+    orch, _ = orchestrator(["error", "raise"], sglang_mock, rollout_batch_size=1)
+    with pytest.raises(RolloutStalledError) as caught:
+        await orch.train(rollout_id=0)
+    message = str(caught.value)
+    assert "trace_error" in message and "engine 502" in message
+    assert "episode_error" in message and "sandbox exploded" in message
 
 
 async def test_a_run_that_only_drops_stalls_with_counts(sglang_mock) -> None:

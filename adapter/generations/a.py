@@ -7,8 +7,9 @@ bridging across turns and response parsing) with three adapter duties:
     Qwen3 renderer with tool and reasoning parsing, not the template fallback;
   * requests the adapter cannot serve (streaming relay, auxiliary dialect routes, non-chat
     dialects, tools with a renderer that cannot parse them) fail with `AdapterRequestError`,
-    a 400 `ProviderError` naming the setting to change: Verifiers does not retry a 400, and
-    the rollout loop recognises the type to stop the run instead of resampling forever;
+    a 400 `ProviderError` naming the setting to change (Verifiers does not retry a 400); the
+    typed `UnsupportedRequestError` behind it is recorded on the bridge (`BridgeState.refusal`),
+    where the orchestrator finds it and stops the run, exactly as for the bridge's own refusals;
   * the bridge's own `configuration_error` 400s come back as that same type.
 `make_train_client(app)` puts the bridge behind `httpx.ASGITransport`: no port, no network.
 `GenerationA` runs episodes: the environment from the EnvConfig, its tasks, groups of n.
@@ -29,7 +30,8 @@ from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.dialects import ChatDialect, Dialect
 from verifiers.v1.errors import ProviderError
 
-from adapter.bridge import CONFIGURATION_ERROR
+from adapter.bridge import CONFIGURATION_ERROR, BridgeState
+from adapter.errors import EpisodeError, UnsupportedRequestError
 from adapter.identity import renderer_identity
 from adapter.settings import Settings
 
@@ -72,6 +74,13 @@ class BridgeTrainClient(TrainClient):
     ) -> None:
         super().__init__(openai, pool_size=pool_size, renderer_model_name=renderer_model_name)
         self.tokenizer_path = tokenizer_path
+        self.bridge: BridgeState | None = None  # where refusals are recorded (set by GenerationA)
+
+    def _refuse(self, message: str) -> AdapterRequestError:
+        """Record the typed refusal on the bridge and return the 400 Verifiers understands."""
+        if self.bridge is not None:
+            self.bridge.refusal = UnsupportedRequestError(message)
+        return AdapterRequestError(message)
 
     def renderer_name(self, model: str) -> str:
         """The name Renderers resolves its renderer by: explicit, else the registered identity
@@ -92,14 +101,14 @@ class BridgeTrainClient(TrainClient):
     async def get_response(self, dialect: Dialect, body: dict, model: str, sampling_args, session_id=None,
                            turn=None, headers=None):
         if not isinstance(dialect, ChatDialect):
-            raise AdapterRequestError(
+            raise self._refuse(
                 f"the {type(dialect).__name__} dialect cannot be rendered to tokens: the TrainClient "
                 "serves chat-completions only; use a harness that speaks chat completions"
             )
         if body.get("tools"):
             pool = self._renderer_pool(model, chat_template_kwargs=_template_kwargs(sampling_args))
             if not pool.supports_tools:
-                raise AdapterRequestError(
+                raise self._refuse(
                     f"the task sends tools but the renderer for {self.renderer_name(model)!r} cannot "
                     "parse tool calls: use a model with a registered renderer (set "
                     "renderer_model_name / --hf-checkpoint to a registered id) or a tool-less taskset"
@@ -115,13 +124,13 @@ class BridgeTrainClient(TrainClient):
             raise
 
     async def relay(self, *args: Any, **kwargs: Any):
-        raise AdapterRequestError(
+        raise self._refuse(
             "streaming responses cannot be relayed: the TrainClient generates token ids and returns "
             "whole turns; configure the harness with stream=false"
         )
 
     async def relay_aux(self, dialect: Dialect, route: str, *args: Any, **kwargs: Any) -> dict:
-        raise AdapterRequestError(
+        raise self._refuse(
             f"auxiliary route {route!r} of the {type(dialect).__name__} dialect is not served by "
             "the adapter: use a harness that only makes chat-completions calls"
         )
@@ -212,7 +221,9 @@ class GenerationA:
         app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None
     ) -> BridgeTrainClient:
         """Generation A builds the TrainClient itself: the bridge in-process."""
-        return make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name)
+        client = make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name)
+        client.bridge = app.state.bridge
+        return client
 
     async def run_group(
         self,
@@ -236,4 +247,7 @@ class GenerationA:
             for offset, rollout in enumerate(episode.rollouts):
                 seeded = sampling.model_copy(update={"seed": seed_base + offset})
                 rollout.ctx = vf.ModelContext(model=model, client=client, sampling=seeded)
-        return await episode.run(semaphore=semaphore)
+        try:
+            return await episode.run(semaphore=semaphore)
+        except vf.errors.RolloutError as exc:  # Verifiers' own "a rollout failed" family: data
+            raise EpisodeError(f"episode failed: {type(exc).__name__}: {exc}") from exc

@@ -9,8 +9,11 @@ generation-neutral:
     (`RendererConfig(name=<renderer of the identity>)`), no hub needed;
   * a group is the n slots of one task (`env.slots`/`run_slot`), each with its own seeded
     context; an env that defines its own cross-rollout `finalize` over in-episode siblings
-    (an `n` field in its config, set to the trainer's n) runs as one episode of n traces —
-    its siblings share one sampling seed (one context per episode);
+    (an `n` field in its config) runs as one episode of n traces — its siblings share one
+    sampling seed (one context per episode). The trainer's n decides the group size: an env
+    per distinct n is loaded and served once (nothing shared is mutated per group);
+  * an episode that failed (`episode.errors`, or a Verifiers rollout error raised) is an
+    `EpisodeError`: its group is dropped; anything else a shim raises is a bug and propagates;
   * traces are read through `TraceView`: `Reward{score, weight}` → weighted values (the
     components stay in metadata), `last_error` → `error`, trainable branches only. An
     overlong first prompt ends `ok` with 0 branches in 0.4.0: it is dropped as an empty
@@ -25,16 +28,12 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.errors import ConfigurationError
+from adapter.errors import ConfigurationError, EpisodeError
 from adapter.identity import renderer_identity
 from adapter.serve import served
 from adapter.settings import Settings
 
 API_KEY_VAR = "VF_SGLANG_API_KEY"  # unset: Verifiers sends "EMPTY", which the bridge ignores
-
-
-class EpisodeFailedError(RuntimeError):
-    """An episode-level failure (`run`/`finalize` raised): its group is unusable."""
 
 
 class TraceView:
@@ -118,18 +117,23 @@ def sampling_config(settings: Settings, seed: int | None) -> Any:
 
 
 class GenerationB:
+    """The generation-B episode runner (see the module docstring)."""
+
     generation = "B"
 
     def __init__(self, config_data: Mapping[str, Any]) -> None:
         import verifiers.v1 as vf
-        from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
-        self.env = load_environment(resolve_env_config(dict(config_data)))
+        self._config_data = dict(config_data)
+        self.env = _load_env(self._config_data)
         self.tasks = list(self.env.taskset)
         self.in_episode_n = getattr(self.env.config, "n", None)
         overrides_finalize = type(self.env).finalize is not vf.Env.finalize
         self.has_group_reward = overrides_finalize and self.in_episode_n is not None
         self._endpoint: BridgeEndpoint | None = None
+        self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), served
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._lock = asyncio.Lock()
 
     def make_client(self, app: Any, *, tokenizer_path: str | None = None,
                     renderer_model_name: str | None = None) -> BridgeEndpoint:
@@ -137,34 +141,65 @@ class GenerationB:
         self._endpoint = BridgeEndpoint(app, name, renderer)
         return self._endpoint
 
+    @staticmethod
+    def sampling_config(settings: Settings, seed: int | None = None) -> Any:
+        return sampling_config(settings, seed)
+
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
         if self._endpoint is None:
             raise ConfigurationError("make_client(app) must come before serving()")
-        async with served(self._endpoint.app) as url:
+        async with served(self._endpoint.app) as url, contextlib.AsyncExitStack() as stack:
             self._endpoint.url = url
-            async with self.env.serving():
+            await stack.enter_async_context(self.env.serving())
+            self._stack, self._sized = stack, {}
+            try:
                 yield
+            finally:
+                self._stack, self._sized = None, {}
+
+    async def _sized_env(self, n: int) -> tuple[Any, list[Any]]:
+        """The env whose in-episode group size is n (the TOML's own when it matches)."""
+        if n == self.in_episode_n:
+            return self.env, self.tasks
+        async with self._lock:
+            if n not in self._sized:
+                if self._stack is None:
+                    raise ConfigurationError("episodes run inside serving()")
+                env = _load_env({**self._config_data, "n": n})
+                await self._stack.enter_async_context(env.serving())
+                self._sized[n] = (env, list(env.taskset))
+        return self._sized[n]
 
     async def run_group(self, task_index: int, *, n: int, client: BridgeEndpoint, model: str,
                         settings: Settings, seed_base: int | None, semaphore: Any) -> list[TraceView]:
         import verifiers.v1 as vf
+        from verifiers.v1.errors import RolloutError
 
-        task, config = self.tasks[task_index], client.config()
+        config = client.config()
 
         def context(offset: int) -> Any:
             seed = None if seed_base is None else seed_base + offset
             return vf.ModelContext(model=model, client=config, sampling=sampling_config(settings, seed))
 
-        if self.has_group_reward:
-            # The trainer's n decides the group size; the TOML's `n` is only the env's default.
-            self.env.config.n = n
-            episodes = [await self.env.run_slot(self.env.slots(task, 1)[0], context(0), semaphore=semaphore)]
-        else:
-            slots = self.env.slots(task, n)
-            episodes = await asyncio.gather(*(self.env.run_slot(slot, context(i), semaphore=semaphore)
-                                              for i, slot in enumerate(slots)))
+        try:
+            if self.has_group_reward:
+                env, tasks = await self._sized_env(n)
+                slot = env.slots(tasks[task_index], 1)[0]
+                episodes = [await env.run_slot(slot, context(0), semaphore=semaphore)]
+            else:
+                slots = self.env.slots(self.tasks[task_index], n)
+                episodes = await asyncio.gather(*(self.env.run_slot(slot, context(i), semaphore=semaphore)
+                                                  for i, slot in enumerate(slots)))
+        except RolloutError as exc:  # Verifiers' own "a rollout failed" family: data, not a bug
+            raise EpisodeError(f"episode failed: {type(exc).__name__}: {exc}") from exc
         failed = [error for episode in episodes for error in episode.errors]
         if failed:
-            raise EpisodeFailedError(f"episode failed: {failed[0].type}: {failed[0].message}")
+            raise EpisodeError(f"episode failed: {failed[0].type}: {failed[0].message}")
         return [TraceView(trace) for episode in episodes for trace in episode.traces]
+
+
+def _load_env(config_data: Mapping[str, Any]) -> Any:
+    from verifiers.v1.utils.loaders import load_environment, resolve_env_config
+
+    return load_environment(resolve_env_config(dict(config_data)))

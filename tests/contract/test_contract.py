@@ -7,6 +7,7 @@ the real published verifiers/renderers installed there, plus one real episode gr
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import pytest
 import renderers.client
 from renderers.base import load_tokenizer
 
+from adapter.errors import PromptTooLongError, UnsupportedRequestError
 from adapter.jobs import prepare_orchestrator
 from adapter.serve import served
 from adapter.settings import Settings
+from adapter.sglang import SGLangClient
 from adapter.versions import installed_decision
 from adapter.wire import overlong_error_class, to_renderers_response
 from conformance.engine import ScriptedEngine, asgi_app
@@ -48,8 +51,38 @@ def test_installed_renderers_accept_our_responses() -> None:
     assert (choice["token_ids"], validate(choice, choice["token_ids"])) == (ids, logprobs)
 
 
-def test_overlong_prompts_have_an_error_type_here() -> None:
-    assert issubclass(overlong_error_class(), Exception)
+def test_overlong_prompts_use_verifiers_own_type_where_the_release_has_one() -> None:
+    import verifiers.v1.errors as vf_errors
+
+    own = getattr(vf_errors, "OverlongPromptError", None)
+    if own is None:
+        assert overlong_error_class() is PromptTooLongError
+    else:  # the in-process TrainClient recognises it by type: a clean truncation, not an error
+        assert overlong_error_class() is own and issubclass(own, vf_errors.ProviderError)
+    error = overlong_error_class()("Prompt length (9) exceeds maximum context length (4)", status_code=400)
+    assert error.status_code == 400
+
+
+async def test_a_bridge_refusal_stops_a_real_run_within_one_group_with_its_own_message(
+    qwen3_tokenizer, monkeypatch
+) -> None:
+    """The bridge answers a typed refusal with 400; Verifiers records a provider error on the
+    trace (both generations); the run stops with the bridge's own error object, at once."""
+    refusal = UnsupportedRequestError("multimodal `features` are not supported: the adapter serves "
+                                      "text-only renderers; use a text model")
+    calls: list[Any] = []
+
+    async def refuse(self: SGLangClient, request: Any) -> Any:
+        calls.append(request)
+        raise refusal
+
+    monkeypatch.setattr(SGLangClient, "generate", refuse)
+    started = time.monotonic()
+    with pytest.raises(UnsupportedRequestError) as caught:
+        await run_groups(qwen3_tokenizer, "arith-v1", lambda prompt: "7", over_sampling_batch_size=1)
+    assert caught.value is refusal
+    assert 1 <= len(calls) <= 2, "more than one group of n=2 reached the engine"
+    assert time.monotonic() - started < 60
 
 
 async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: Any) -> list[list[Any]]:

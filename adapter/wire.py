@@ -45,6 +45,16 @@ RENAMED_KEYS = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens", 
 # replaced by `return_logprob`; `routed_experts_prompt_start` only serves vLLM's routing replay,
 # which the adapter refuses (validation: --use-rollout-routing-replay).
 DROPPED_KEYS = frozenset({"logprobs", "routed_experts_prompt_start"})
+# The keys SGLang's `SamplingParams(**params)` accepts in every release the schema lane checks
+# (sglang 0.5.15 and 0.5.23: `tox -e sglang-schema` proves this set is a subset of each). Any
+# other key would make SGLang answer 400 (e.g. Verifiers' `reasoning_effort`): refused here first.
+SGLANG_SAMPLING_KEYS = frozenset({
+    "max_new_tokens", "min_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p",
+    "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "n", "json_schema",
+    "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
+    "no_stop_trim", "custom_params", "stream_interval", "logit_bias", "sampling_seed",
+})  # fmt: skip
+SGLANG_CHECKED_VERSIONS = ("0.5.15", "0.5.23")
 # Finish reasons passed through to Renderers unchanged. `abort` is an error, anything else too.
 FINISH_REASONS = frozenset({"stop", "length"})
 # log_softmax can round a certain token's logprob to a hair above zero; more is a wrong value.
@@ -122,6 +132,13 @@ def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Setting
     for key, value in incoming.items():
         if key not in DROPPED_KEYS:
             params[RENAMED_KEYS.get(key, key)] = value
+    unknown = sorted(set(params) - SGLANG_SAMPLING_KEYS)
+    if unknown:
+        raise UnsupportedRequestError(
+            f"sampling_params {unknown} are not SGLang sampling parameters (SamplingParams of sglang "
+            f"{' and '.join(SGLANG_CHECKED_VERSIONS)} refuses them with HTTP 400): remove them from the "
+            "taskset's sampling config"
+        )
     if not params.get("stop") and settings.rollout_stop:
         params["stop"] = list(settings.rollout_stop)
     params["stop_token_ids"] = _merge_stop_ids(
@@ -134,6 +151,10 @@ def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Setting
     budget = length_budget(prompt_len, params.pop("max_new_tokens", None), settings)
     if budget is not None:
         params["max_new_tokens"] = budget
+        # SGLang refuses min_new_tokens > max_new_tokens: a budget cut by the context or the
+        # max response length lowers the floor with it.
+        if isinstance(params.get("min_new_tokens"), int) and params["min_new_tokens"] > budget:
+            params["min_new_tokens"] = budget
     return params
 
 

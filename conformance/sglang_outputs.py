@@ -3,8 +3,12 @@
 One function builds them for every test and for the scripted engine, so the shape lives in
 one place: top-level `text` and `output_ids`; `meta_info` with `id`, `finish_reason`
 (`{"type": "stop", "matched": ...}`, `{"type": "length", "length": n}` or
-`{"type": "abort", "message": ...}`), `prompt_tokens`, `completion_tokens`, `cached_tokens`,
-`weight_version`, `e2e_latency` and `output_token_logprobs: [[logprob, id, None], ...]`.
+`{"type": "abort", "message": ..., "status_code": None, "err_type": None}`), `prompt_tokens`,
+`completion_tokens`, `cached_tokens`, `reasoning_tokens`, `num_retractions`, `weight_version`,
+`e2e_latency`, and with logprobs `input_token_logprobs` (empty: the default logprob_start_len
+asks for none), `output_token_logprobs: [[logprob, id, None], ...]` and
+`output_token_logprobs_length`. `tox -e sglang-schema` checks this shape against the sglang
+wheels' own source (conformance/sglang_schema.py).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ def finish_reason(kind: str, ids: Sequence[int], *, message: str = "") -> dict[s
     if kind == "length":
         return {"type": "length", "length": len(ids)}
     if kind == "abort":
-        return {"type": "abort", "message": message or "Abort request"}
+        return {"type": "abort", "message": message or "Abort request", "status_code": None, "err_type": None}
     return {"type": kind}
 
 
@@ -42,8 +46,12 @@ def sglang_output(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": len(ids),
             "cached_tokens": 0,
+            "reasoning_tokens": 0,
+            "num_retractions": 0,
             "weight_version": weight_version,
             "e2e_latency": 0.01,
+            "input_token_logprobs": [],
             "output_token_logprobs": [[lp, i, None] for lp, i in zip(logprobs, ids, strict=True)],
+            "output_token_logprobs_length": len(ids),
         },
     }

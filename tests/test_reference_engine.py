@@ -35,8 +35,9 @@ from e2e.engine.tiny_train import render_prompt  # noqa: E402
 
 IM_END = 151645
 QUESTION = "What is 3 + 4? Answer with just the number."
-META_KEYS = {"id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens",
-             "weight_version", "e2e_latency", "output_token_logprobs"}  # fmt: skip
+META_KEYS = {"id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+             "num_retractions", "weight_version", "e2e_latency", "input_token_logprobs", "output_token_logprobs",
+             "output_token_logprobs_length"}  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +92,7 @@ async def test_output_has_sglangs_shape(client: httpx.AsyncClient, prompt_ids: l
     assert isinstance(meta["id"], str) and isinstance(meta["weight_version"], str) and meta["e2e_latency"] > 0
     assert meta["finish_reason"]["type"] in {"stop", "length"}
     no_logprobs = (await client.post("/generate", json={"input_ids": prompt_ids})).json()
-    assert "output_token_logprobs" not in no_logprobs["meta_info"]
+    assert not {"input_token_logprobs", "output_token_logprobs"} & set(no_logprobs["meta_info"])
 
 
 async def test_logprobs_are_finite_and_not_positive(client: httpx.AsyncClient, prompt_ids: list[int]) -> None:

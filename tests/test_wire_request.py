@@ -161,3 +161,15 @@ def test_malformed_prompt_ids_are_refused(token_ids) -> None:
     body = {**renderer_body(), "token_ids": token_ids}
     with pytest.raises(UnsupportedRequestError, match="token_ids"):
         to_sglang_request(body, settings=Settings(), session_id="t", first_turn=True)
+
+
+@pytest.mark.parametrize("key", ["reasoning_effort", "best_of", "beam_width"])
+def test_sampling_keys_sglang_does_not_accept_are_refused_naming_the_versions(key: str) -> None:
+    with pytest.raises(UnsupportedRequestError, match=rf"{key}.*sglang 0\.5\.15 and 0\.5\.23"):
+        translate({"sampling": {key: 1}}, Settings())
+
+
+def test_min_tokens_above_a_cut_budget_is_lowered_to_the_budget() -> None:
+    settings = Settings(rollout_max_context_len=len(PROMPT) + 4)
+    params = translate({"sampling": {"min_tokens": 10}}, settings).payload["sampling_params"]
+    assert (params["max_new_tokens"], params["min_new_tokens"]) == (4, 4)

@@ -5,7 +5,7 @@ and an abort flag (`threading.Event`, set by `/abort_request`). Emits: a `Comple
 the sampled ids, their logprobs, SGLang's finish reason and the `text` field.
 
 Rules mirrored from SGLang 0.5 (`Req.check_finished`), checked after every sampled token in
-this order: abort → `{"type": "abort", "message"}`; `max_new_tokens` reached →
+this order: abort → `{"type": "abort", "message", "status_code": None, "err_type": None}`; `max_new_tokens` reached →
 `{"type": "length", "length": max_new_tokens}`; a stop token (`stop_token_ids` plus the
 model's eos ids, all skipped when `ignore_eos`) → `{"type": "stop", "matched": id}`, the id
 kept in `output_ids`; a stop string found in the decoded tail → `{"type": "stop", "matched":
@@ -31,6 +31,9 @@ from e2e.engine.params import SamplingParams
 from e2e.engine.sampling import make_generator, mask_tokens, sample_next
 
 ABORT_MESSAGE = "Abort request: aborted by /abort_request"
+# SGLang's FINISH_ABORT.to_json() always carries status_code and err_type (None for an abort
+# asked for through /abort_request).
+ABORTED = {"type": "abort", "message": ABORT_MESSAGE, "status_code": None, "err_type": None}
 
 
 @dataclass
@@ -105,7 +108,7 @@ class Generator:
     @staticmethod
     def _finish_before_step(done: Completion, budget: int, abort: threading.Event) -> dict[str, Any] | None:
         if abort.is_set():
-            return {"type": "abort", "message": ABORT_MESSAGE}
+            return dict(ABORTED)
         if budget <= 0:
             return {"type": "length", "length": budget}
         return None
@@ -119,7 +122,7 @@ class Generator:
         abort: threading.Event,
     ) -> dict[str, Any] | None:
         if abort.is_set():
-            return {"type": "abort", "message": ABORT_MESSAGE}
+            return dict(ABORTED)
         if len(done.output_ids) >= budget:
             return {"type": "length", "length": budget}
         last = done.output_ids[-1]

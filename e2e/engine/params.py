@@ -12,13 +12,23 @@ Key policy (the reference engine never silently changes what a sampler would do)
   * accepted only at their neutral value (penalties, constrained decoding, logit bias), any
     other value is refused as unsupported;
   * any other key is refused: SGLang's own `SamplingParams(**params)` rejects unknown keys too.
+
+When SGLang's own `SamplingParams` can be loaded (an sglang tree named by `VF_SGLANG_TREES`,
+the newest wins, or an installed `sglang`; `msgspec` must be importable), every object first
+goes through it exactly as SGLang's tokenizer manager does (`SamplingParams(**params)`,
+`normalize(tokenizer)`, `verify(vocab_size)`), so this engine refuses everything SGLang refuses,
+with SGLang's message and version.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from e2e.engine.errors import BadRequestError
@@ -122,12 +132,44 @@ def _check_unsupported(raw: Mapping[str, Any]) -> None:
         raise BadRequestError(f"sampling_params.n must be 1 (one sample per request), got {raw['n']!r}")
 
 
-def parse_sampling_params(raw: Any) -> SamplingParams:
-    """Validate one `sampling_params` object (None or absent: every default)."""
+@functools.cache
+def sglang_sampling_params() -> tuple[str, type] | None:
+    """(version, SGLang's SamplingParams class) when an sglang tree is at hand, else None."""
+    from conformance.sglang_source import SAMPLING_MODULE, import_pure, version_of
+
+    trees = [Path(p) for p in os.environ.get("VF_SGLANG_TREES", "").split(os.pathsep) if p]
+    spec = importlib.util.find_spec("sglang") if not trees else None
+    if spec is not None and spec.submodule_search_locations:
+        trees = [Path(next(iter(spec.submodule_search_locations))).parent]
+    if not trees or importlib.util.find_spec("msgspec") is None:
+        return None
+    newest = max(trees, key=lambda tree: tuple(int(x) for x in version_of(tree).split(".")[:3] if x.isdigit()))
+    return version_of(newest), import_pure(newest, SAMPLING_MODULE).SamplingParams
+
+
+def check_with_sglang(raw: Mapping[str, Any], *, tokenizer: Any, vocab_size: int) -> None:
+    """Refuse what SGLang's own SamplingParams refuses (a no-op when it is not at hand)."""
+    found = sglang_sampling_params()
+    if found is None:
+        return
+    version, sglang_class = found
+    try:
+        params = sglang_class(**raw)
+        params.normalize(tokenizer)
+        params.verify(vocab_size)
+    except (TypeError, ValueError) as exc:
+        raise BadRequestError(f"sglang {version}'s SamplingParams refuses {dict(raw)!r}: {exc}") from exc
+
+
+def parse_sampling_params(raw: Any, *, tokenizer: Any = None, vocab_size: int | None = None) -> SamplingParams:
+    """Validate one `sampling_params` object (None or absent: every default). With `vocab_size`,
+    SGLang's own SamplingParams checks it first when it can be loaded (`check_with_sglang`)."""
     if raw is None:
         return SamplingParams()
     if not isinstance(raw, Mapping):
         raise BadRequestError(f"sampling_params must be an object, got {type(raw).__name__}")
+    if vocab_size is not None:
+        check_with_sglang(raw, tokenizer=tokenizer, vocab_size=vocab_size)
     _check_unsupported(raw)
     get = raw.get
     raw_max = get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)

@@ -141,7 +141,7 @@ def parse_generate(body: Any, *, tokenizer: Any, context_length: int, vocab_size
     _check_unsupported(body)
     prompts, batched = _prompts(body, tokenizer, vocab_size)
     raw_params = _per_prompt(body.get("sampling_params"), len(prompts), "sampling_params", batched)
-    params = [parse_sampling_params(raw) for raw in raw_params]
+    params = [parse_sampling_params(raw, tokenizer=tokenizer, vocab_size=vocab_size) for raw in raw_params]
     rids = _rids(body.get("rid"), len(prompts), batched)
     for prompt, sampling in zip(prompts, params, strict=True):
         _fits(prompt, sampling, context_length)

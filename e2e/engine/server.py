@@ -7,9 +7,11 @@ SGLang 0.5's native HTTP API that the adapter uses, with SGLang's shapes.
                           → one output, or a list for batched prompts:
                           {"text", "output_ids", "meta_info": {"id", "finish_reason",
                            "prompt_tokens", "completion_tokens", "cached_tokens",
-                           "weight_version", "e2e_latency",
-                           "output_token_logprobs": [[logprob, id, None], ...]}}
-                          (`output_token_logprobs` only with `return_logprob`)
+                           "reasoning_tokens", "num_retractions", "weight_version",
+                           "e2e_latency", "input_token_logprobs": [],
+                           "output_token_logprobs": [[logprob, id, None], ...],
+                           "output_token_logprobs_length"}}
+                          (the three logprob keys only with `return_logprob`)
     POST /abort_request   {"rid": id} or {"abort_all": true}: in-flight and queued requests
                           finish with {"type": "abort", "message": ...}; empty 200 like SGLang
     GET  /health          empty 200 (the model is loaded before the app exists)
@@ -107,6 +109,8 @@ class ReferenceEngine:
             "weight_version": WEIGHT_VERSION,
             "completion_tokens": len(done.output_ids),
             "cached_tokens": 0,
+            "reasoning_tokens": 0,  # no reasoning parser runs here
+            "num_retractions": 0,  # one stream at a time: nothing is ever retracted
             "e2e_latency": latency,
         }
         if request.return_logprob:
@@ -115,9 +119,11 @@ class ReferenceEngine:
                 if request.return_text_in_logprobs
                 else [None] * len(done.output_ids)
             )
+            meta["input_token_logprobs"] = []  # the default logprob_start_len (-1) asks for none
             meta["output_token_logprobs"] = [
                 [lp, token, text] for lp, token, text in zip(done.logprobs, done.output_ids, texts, strict=True)
             ]
+            meta["output_token_logprobs_length"] = len(done.output_ids)
         return {"text": done.text, "output_ids": list(done.output_ids), "meta_info": meta}
 
 

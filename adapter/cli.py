@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from adapter import __version__
@@ -96,6 +97,9 @@ def _miles_command(args: argparse.Namespace) -> int:
         env_source_dirs=args.env_source_dir, extra_env_vars=parse_env_vars(args.extra_env_vars),
         miles_root=args.miles_root, ray_address=args.ray_address,
     )
+    for source in launch.added_sources:
+        print(f"vf-sglang: added the bundled tasksets directory {source} to the workers' PYTHONPATH",
+              file=sys.stderr)
     print(launch.shell())
     return 0
 
@@ -121,12 +125,13 @@ def _add_miles_command(commands: Any) -> None:
 
 
 def _compat(args: argparse.Namespace) -> int:
-    from adapter.compat import DOC, render_doc, render_table
+    from adapter.compat import DOC_NAME, render_doc, render_table
 
     if args.write:
-        DOC.parent.mkdir(parents=True, exist_ok=True)
-        DOC.write_text(render_doc())
-        print(f"wrote {DOC}")
+        out = Path(args.out) if args.out else Path.cwd() / DOC_NAME
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_doc())
+        print(f"wrote {out}")
     else:
         print(render_table())
     return 0
@@ -149,7 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_miles_command(commands)
     add_job_commands(commands)
     compat = commands.add_parser("compat", help="print the verifiers × renderers compatibility table")
-    compat.add_argument("--write", action="store_true", help="regenerate docs/compatibility.md")
+    compat.add_argument("--write", action="store_true",
+                        help="write the table as a markdown document (to --out, default ./docs/compatibility.md)")
+    compat.add_argument("--out", default=None,
+                        help="where --write writes (default: docs/compatibility.md under the working directory)")
     compat.set_defaults(run=_compat)
     return parser
 

@@ -11,11 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapter.jobs import add_env_sources, bundled_config, bundled_sources, format_table, run_rollouts, write_jsonl
+from adapter.bundled import BUNDLED_IDS, add_env_sources
+from adapter.generations import installed
+from adapter.jobs import run_rollouts
+from adapter.results import format_table, write_jsonl
 from adapter.settings import Settings
 
 QWEN3 = "Qwen/Qwen3-0.6B"
-BUNDLED = ("arith-v1", "group-v1", "echo-tool-v1")
+BUNDLED = BUNDLED_IDS
 
 
 def _settings(args: argparse.Namespace, *, config: Path, model: str, hf_checkpoint: str) -> Settings:
@@ -24,7 +27,7 @@ def _settings(args: argparse.Namespace, *, config: Path, model: str, hf_checkpoi
         over_sampling_batch_size=args.groups, rollout_max_response_len=args.max_response_len,
         rollout_max_context_len=args.max_context_len, rollout_temperature=args.temperature,
         rollout_seed=args.seed, sglang_enable_deterministic_inference=args.seed is not None,
-        renderer_model_name=model, hf_checkpoint=hf_checkpoint,
+        renderer_model_name=model, hf_checkpoint=hf_checkpoint, rollout_global_dataset=False,
     )
 
 
@@ -35,7 +38,7 @@ def _report(args: argparse.Namespace, groups: list[list[Any]], seconds: float) -
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    add_env_sources([*args.env_source_dir, *bundled_sources()])
+    add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
     settings = _settings(args, config=Path(args.config), model=args.model, hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
     result = asyncio.run(run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer))
@@ -49,7 +52,7 @@ async def _demo_async(args: argparse.Namespace, model_dir: Path) -> list[list[An
 
     async with served(create_engine_app(model_dir, model_id=QWEN3)) as url:
         print(f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
-        settings = _settings(args, config=bundled_config(args.taskset), model=QWEN3,
+        settings = _settings(args, config=installed().bundled_config(args.taskset), model=QWEN3,
                              hf_checkpoint=str(model_dir))
         result = await run_rollouts(settings, engine_url=url, tokenizer_path=str(model_dir))
         return result.groups
@@ -61,14 +64,14 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model()
     print(f"tiny Qwen3-shaped model: {model_dir}")
-    add_env_sources(bundled_sources())
+    add_env_sources([installed().bundled_tasksets()])
     groups = asyncio.run(_demo_async(args, model_dir))
     _report(args, groups, time.monotonic() - started)
     return 0
 
 
 async def _engine_async(args: argparse.Namespace, model_dir: Path) -> None:
-    from adapter.jobs import check_engine
+    from adapter.preflight import check_engine
     from adapter.serve import served
     from e2e.engine import create_engine_app
 

@@ -1,8 +1,9 @@
 """The compatibility table: verifiers × renderers (× openai where it matters) → what the
 version gate decides, and which matrix cell (tox env) proves it on every dependency bump.
 
-`vf-sglang compat` prints it; `vf-sglang compat --write` regenerates docs/compatibility.md.
-A test fails when the committed table disagrees with the gate.
+`vf-sglang compat` prints it; `vf-sglang compat --write [--out PATH]` writes the document to
+PATH, default `docs/compatibility.md` under the working directory (never into the installed
+package). A test fails when the committed table disagrees with the gate.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from adapter.versions import decide, installed_decision
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "compatibility.md"
+DOC_NAME = Path("docs") / "compatibility.md"  # relative to the working directory (or --out)
 BEGIN, END = "<!-- compat-table:begin -->", "<!-- compat-table:end -->"
 
 

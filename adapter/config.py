@@ -4,7 +4,8 @@ Consumes a path (or nothing, then `$VERIFIERS_CONFIG`); emits `EnvConfigFile(pat
 the parsed table. Refused with `EnvConfigError` before any episode runs: an unset config, a
 path that is not `.toml` or does not exist, invalid TOML, a root that is not a table, a V0
 (legacy) config, and harnesses that speak the Responses dialect. Validation against
-Verifiers' own `EnvConfig` model happens in the generation shim, which owns the import.
+Verifiers' own `EnvConfig` model happens in the generation shim, which owns the import; the
+shape check (which generation a config is written for) is `GenerationSpec.check_config`.
 """
 
 from __future__ import annotations
@@ -84,27 +85,6 @@ def check_env_config_data(data: Any, *, source: str = "EnvConfig") -> dict[str, 
                 "render: use a chat-completions harness such as `null`, `default` or `bash`"
             )
     return dict(data)
-
-
-def config_generation(data: Mapping[str, Any]) -> str | None:
-    """Which API generation a config's shape is for: roles under `[agent]` (B: 0.3+), a
-    top-level `[harness]` (A: 0.2.x), or None when the shape does not tell."""
-    if isinstance(data.get("agent"), Mapping):
-        return "B"
-    if isinstance(data.get("harness"), Mapping):
-        return "A"
-    return None
-
-
-def check_config_generation(config: EnvConfigFile, generation: str) -> None:
-    shape = config_generation(config.data)
-    if shape is not None and shape != generation:
-        wants = {"A": "verifiers 0.2.x (a top-level [harness] table)",
-                 "B": "verifiers 0.3.x/0.4.0 (roles under [agent]: [agent.harness], [agent.runtime])"}
-        raise EnvConfigError(
-            f"{config.path} is written for {wants[shape]}, but the installed verifiers is API generation "
-            f"{generation}: rewrite it for {wants[generation]}, or install the matching verifiers"
-        )
 
 
 def load_env_config(

@@ -5,6 +5,9 @@ and what the Ray workers see come from ONE merged environment — defaults ← a
 explicit `--extra-env-vars` (explicit wins) — so the two can never disagree. `PYTHONPATH`
 is joined instead of replaced: the adapter and the environment sources stay importable in
 every worker (tasksets are imported by module name, also by tool servers in subprocesses).
+A bundled EnvConfig (`fixtures/envs/*.toml`, `adapter/bundled/*/envs/*.toml`) brings its own
+tasksets directory onto that `PYTHONPATH` (`MilesLaunch.added_sources` says which), so the
+printed command runs as printed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapter.bundled import tasksets_for_config
 from adapter.config import CONFIG_ENV_VAR, resolve_config_path
 from adapter.errors import ConfigurationError
 
@@ -31,6 +35,7 @@ AMBIENT_KEYS = (LEGACY_FLAG, CONFIG_ENV_VAR, "PYTHONPATH")
 class MilesLaunch:
     argv: list[str]
     env: dict[str, str]  # what the launcher runs with and what every Ray worker receives
+    added_sources: tuple[str, ...] = ()  # bundled tasksets dirs added to PYTHONPATH on our own
 
     @property
     def rollout_function_path(self) -> str:
@@ -86,7 +91,10 @@ def miles_command(
     ray_address: str = "http://127.0.0.1:8265",
 ) -> MilesLaunch:
     config_path = str(resolve_config_path(config, {}).resolve())
-    env = merged_env(config=config_path, env_source_dirs=[str(Path(d).resolve()) for d in env_source_dirs],
+    sources = [str(Path(d).resolve()) for d in env_source_dirs]
+    bundled = tasksets_for_config(config_path)
+    added = (str(bundled),) if bundled is not None and str(bundled) not in sources else ()
+    env = merged_env(config=config_path, env_source_dirs=[*sources, *added],
                      ambient=os.environ if ambient is None else ambient, explicit=extra_env_vars or {})
     entry = LEGACY_PATH if _is_on(env[LEGACY_FLAG]) else CLASS_PATH
     train = ["python3", f"{miles_root}/train.py", "--rollout-function-path", entry,
@@ -99,4 +107,4 @@ def miles_command(
     runtime_env = json.dumps({"env_vars": env}, sort_keys=True)
     argv = ["ray", "job", "submit", f"--address={ray_address}", f"--runtime-env-json={runtime_env}",
             "--", *train, *miles_args]
-    return MilesLaunch(argv=argv, env=env)
+    return MilesLaunch(argv=argv, env=env, added_sources=added)

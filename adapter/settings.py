@@ -1,78 +1,21 @@
 """The trainer options the adapter reads, validated once into one frozen object.
 
-Consumes a Miles-style `argparse.Namespace` (attribute names are Miles' flags with `-` → `_`);
-attributes that are missing take Miles' own defaults (`MILES_DEFAULTS`, from
-`miles/utils/arguments.py`). Emits `Settings`, which every other module takes instead of the
-raw namespace. Derived values (eval overrides, the live-LoRA decision) are properties, so they
-cannot disagree with the fields they come from.
+Consumes a Miles-style `argparse.Namespace` (attribute names are Miles' flags with `-` → `_`).
+The dataclass is the one table: each field is one attribute the adapter reads, with Miles' own
+default (`miles/utils/arguments.py`); `from_args` reads exactly `dataclasses.fields(Settings)`,
+so a missing attribute takes that default. To read a new option, add a field; nothing else.
+Emits `Settings`, which every other module takes instead of the raw namespace. Derived values
+(eval overrides, the live-LoRA decision) are properties, so they cannot disagree with the
+fields they come from.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-# Miles' defaults for every attribute the adapter reads. `rollout_global_dataset` is True in
-# Miles (its own prompt dataset) and must be turned off with --disable-rollout-global-dataset.
-MILES_DEFAULTS: dict[str, Any] = {
-    "rollout_batch_size": None,
-    "n_samples_per_prompt": 1,
-    "over_sampling_batch_size": None,
-    "rollout_max_response_len": None,
-    "rollout_max_prompt_len": None,
-    "rollout_max_context_len": None,
-    "rollout_temperature": 1.0,
-    "rollout_top_p": 1.0,
-    "rollout_top_k": -1,
-    "rollout_min_new_tokens": None,
-    "rollout_stop": None,
-    "rollout_stop_token_ids": None,
-    "rollout_skip_special_tokens": False,
-    "rollout_seed": 42,
-    "rollout_shuffle": False,
-    "rollout_global_dataset": True,
-    "prompt_data": None,
-    "reward_key": None,
-    "eval_reward_key": None,
-    "partial_rollout": False,
-    "multimodal_keys": None,
-    "chat_template_path": None,
-    "apply_chat_template_kwargs": None,
-    "use_opd": False,
-    "use_rollout_routing_replay": False,
-    "use_rollout_indexer_replay": False,
-    "hf_checkpoint": None,
-    "sglang_tokenizer_path": None,
-    "sglang_router_ip": None,
-    "sglang_router_port": None,
-    "sglang_model_routers": None,
-    "sglang_router_policy": None,
-    "use_miles_router": False,
-    "sglang_enable_deterministic_inference": False,
-    "sglang_server_concurrency": 512,
-    "lora_rank": 0,
-    "lora_adapter_path": None,
-    "lora_train_only": False,
-    "num_rollout": None,
-    "eval_interval": None,
-    "n_samples_per_eval_prompt": 1,
-    "eval_temperature": None,
-    "eval_top_p": None,
-    "eval_top_k": None,
-    "eval_max_response_len": None,
-    "eval_max_context_len": None,
-    "eval_max_prompt_len": None,
-    "eval_min_new_tokens": None,
-    "group_rm": False,
-    "custom_rm_path": None,
-    "dynamic_sampling_filter_path": None,
-    "verifiers_config": None,
-    "renderer_model_name": None,
-    "session_lru_size": 10_000,
-}
 
 # The router policies under which SGLang's router needs a routing key per session.
 ROUTING_KEY_POLICIES = frozenset({"consistent_hashing", "manual"})
@@ -98,6 +41,14 @@ def _as_kwargs(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+# Fields Miles hands over in another shape than the one `Settings` holds.
+_MILES_SHAPES: dict[str, Callable[[Any], Any]] = {
+    "rollout_stop": _as_tuple,
+    "rollout_stop_token_ids": _as_tuple,
+    "apply_chat_template_kwargs": _as_kwargs,
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Every trainer option the adapter reads. Field names are Miles' argument names."""
@@ -117,8 +68,10 @@ class Settings:
     rollout_skip_special_tokens: bool = False
     rollout_seed: int = 42
     rollout_shuffle: bool = False
-    rollout_global_dataset: bool = False
-    prompt_data: Any = None
+    # Miles' own prompt dataset, on by default there: the adapter refuses it (the taskset
+    # replaces it); Miles turns it off with --disable-rollout-global-dataset, and the
+    # vf-sglang commands, which have no prompt dataset, pass False.
+    rollout_global_dataset: bool = True
     reward_key: str | None = None
     eval_reward_key: str | None = None
     partial_rollout: bool = False
@@ -159,11 +112,12 @@ class Settings:
 
     @classmethod
     def from_args(cls, args: Any) -> Settings:
-        """Build from a Miles-style namespace; missing attributes take Miles' defaults."""
-        values = {name: getattr(args, name, default) for name, default in MILES_DEFAULTS.items()}
-        values["rollout_stop"] = _as_tuple(values["rollout_stop"])
-        values["rollout_stop_token_ids"] = _as_tuple(values["rollout_stop_token_ids"])
-        values["apply_chat_template_kwargs"] = _as_kwargs(values["apply_chat_template_kwargs"])
+        """Build from a Miles-style namespace: every field it carries, parsed from Miles'
+        shapes; missing attributes keep the field's (Miles') default."""
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+        for name, parse in _MILES_SHAPES.items():
+            if name in values:
+                values[name] = parse(values[name])
         return cls(**values)
 
     @property

@@ -146,12 +146,13 @@ def _rollout_steps(options: PlanOptions, *, py: str, url: str, model_dir: str, e
 
 
 BUNDLED = ("arith-v1", "group-v1", "echo-tool-v1")
-BUNDLED_B = ("arith-v1", "group-v1", "echo-tool-v1")  # generation B's bundled configs (fixtures/envs/b)
 
 
 def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, n: int = 4, port: int = 30555,
-             tasksets: tuple[str, ...] = BUNDLED, python: str | None = None, env_subdir: str = "") -> list[Step]:
-    """The CPU tier: the reference engine, then K groups of each bundled taskset, verified."""
+             tasksets: tuple[str, ...] = BUNDLED, python: str | None = None, envs_dir: str | None = None) -> list[Step]:
+    """The CPU tier: the reference engine, then K groups of each bundled taskset, verified.
+    `envs_dir` holds the installed generation's bundled configs (default: fixtures/envs)."""
+    configs = Path(envs_dir) if envs_dir else REPO / "fixtures" / "envs"
     py = python or sys.executable
     run_dir = str(Path(run_dir).absolute())
     url = f"http://127.0.0.1:{port}"
@@ -164,7 +165,7 @@ def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, 
         out = f"{run_dir}/{taskset}.jsonl"
         steps.append(Step(f"rollouts-{taskset}", (
             py, "-m", "adapter.cli", "rollout", "--sglang-url", url, "--config",
-            str(REPO / "fixtures" / "envs" / env_subdir / f"{taskset}.toml"), "--model", "Qwen/Qwen3-0.6B",
+            str(configs / f"{taskset}.toml"), "--model", "Qwen/Qwen3-0.6B",
             "--tokenizer", "{tiny_model_dir}", "--groups", str(groups), "--n", str(n),
             "--max-response-len", "32", "--out", out), produces=(out,)))
         steps.append(Step(f"verify-{taskset}", (py, "-m", "e2e.verify", "--samples", out, "--env", taskset,

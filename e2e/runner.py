@@ -27,7 +27,7 @@ from typing import TextIO
 
 import httpx
 
-from e2e.plan import BUNDLED_B, REPO, PlanOptions, Step, cpu_plan, gpu_plan
+from e2e.plan import REPO, PlanOptions, Step, cpu_plan, gpu_plan
 
 
 class StepFailed(RuntimeError):
@@ -201,13 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tier == "gpu":
         steps = gpu_plan(PlanOptions(run_dir=str(run_dir), trainer=args.trainer))
     else:
-        from adapter.versions import installed_decision
+        from adapter.generations import installed
 
-        port = free_port()
-        if installed_decision().generation == "B":
-            steps = cpu_plan(str(run_dir), port=port, tasksets=BUNDLED_B, env_subdir="b")
-        else:
-            steps = cpu_plan(str(run_dir), port=port)
+        steps = cpu_plan(str(run_dir), port=free_port(), envs_dir=str(installed().bundled_envs()))
     if args.dry_run:
         for i, step in enumerate(describe(steps), 1):
             env = " ".join(f"{k}={v}" for k, v in step["env"].items())  # type: ignore[union-attr]

@@ -29,24 +29,15 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile("vf-sglang")
 
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-
-
 @pytest.fixture(scope="session", autouse=True)
 def fixture_tasksets_importable() -> None:
     """The bundled tasksets are imported by module name, also by tool-server subprocesses,
     so they go on PYTHONPATH (inherited) as well as sys.path; uv must be on PATH for the
     subprocess runtime (it is a test dependency, installed into the test environment)."""
-    from adapter.versions import installed_decision
+    from adapter.bundled import add_env_sources
+    from adapter.generations import installed
 
-    # Generation B's modules that differ from A's (same names) come first.
-    dirs = ["tasksets_b", "tasksets"] if installed_decision().generation == "B" else ["tasksets"]
-    sources = [str(FIXTURES / d) for d in dirs]
-    for source in reversed(sources):
-        if source not in sys.path:
-            sys.path.insert(0, source)
-    paths = [*sources, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    add_env_sources([installed().bundled_tasksets()])
     bin_dir = str(Path(sys.executable).parent)
     if shutil.which("uv") is None and (Path(bin_dir) / "uv").exists():
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
@@ -58,7 +49,7 @@ def make_settings() -> Callable[..., Settings]:
     """Settings as the adapter sees them in a well-formed Miles run, with overrides."""
 
     def make(**overrides: Any) -> Settings:
-        base: dict[str, Any] = {"rollout_batch_size": 2, "n_samples_per_prompt": 2}
+        base: dict[str, Any] = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "rollout_global_dataset": False}
         return Settings(**{**base, **overrides})
 
     return make

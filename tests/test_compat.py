@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from adapter.compat import CELLS, DOC, committed_table, render_table
+import subprocess
+import sys
+from pathlib import Path
+
+from adapter.cli import main
+from adapter.compat import CELLS, DOC_NAME, committed_table, render_table
 from adapter.versions import installed_decision
+
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / DOC_NAME
 
 
 def test_committed_table_agrees_with_the_gate() -> None:
@@ -18,7 +26,23 @@ def test_the_installed_set_has_a_passing_row_with_a_matrix_cell() -> None:
 
 
 def test_every_matrix_cell_of_tox_is_in_the_table() -> None:
-    tox = (DOC.parent.parent / "tox.ini").read_text()
+    tox = (REPO / "tox.ini").read_text()
     cells = {c.tox_env for c in CELLS if c.tox_env}
     suffixes = tox.split("[testenv:contract-vf{", 1)[1].split("}", 1)[0].split(",")
     assert cells == {f"contract-vf{suffix}" for suffix in suffixes}
+
+
+def test_write_goes_to_the_working_directory_never_into_the_package(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["compat", "--write"]) == 0
+    written = tmp_path / "docs" / "compatibility.md"
+    assert committed_table(written.read_text()) == render_table()
+    assert str(written) in capsys.readouterr().out
+
+
+def test_write_out_names_the_file(tmp_path) -> None:
+    out = tmp_path / "nested" / "compat.md"
+    result = subprocess.run([sys.executable, "-m", "adapter.cli", "compat", "--write", "--out", str(out)],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert committed_table(out.read_text()) == render_table()

@@ -72,18 +72,28 @@ def test_root_must_be_a_table() -> None:
     ids=["a_config_on_b", "b_config_on_a"],
 )
 def test_a_config_for_the_other_generation_says_which_it_is_for(content, generation, message, tmp_path) -> None:
-    from adapter.config import check_config_generation
+    from adapter.generations import SPECS
 
     path = tmp_path / "env.toml"
     path.write_text(content)
     with pytest.raises(EnvConfigError, match=message):
-        check_config_generation(load_env_config(path, environ={}), generation)
+        SPECS[generation].check_config(load_env_config(path, environ={}))
 
 
 @pytest.mark.parametrize("generation", ["A", "B"])
 def test_a_shapeless_config_fits_either_generation(generation, tmp_path) -> None:
-    from adapter.config import check_config_generation
+    from adapter.generations import SPECS
 
     path = tmp_path / "env.toml"
     path.write_text('[taskset]\nid = "x"\n')
-    check_config_generation(load_env_config(path, environ={}), generation)
+    SPECS[generation].check_config(load_env_config(path, environ={}))
+
+
+@pytest.mark.parametrize("generation", ["A", "B"])
+def test_every_bundled_config_has_its_generations_shape(generation) -> None:
+    from adapter.bundled import BUNDLED_IDS
+    from adapter.generations import SPECS, shape_of
+
+    spec = SPECS[generation]
+    for taskset in BUNDLED_IDS:
+        assert shape_of(load_env_config(spec.bundled_config(taskset), environ={}).data) is spec

@@ -92,3 +92,23 @@ def test_cli_prints_the_command(config, capsys, monkeypatch) -> None:
 def test_cli_refuses_a_missing_config(capsys) -> None:
     assert main(["miles-command", "--config", "/nope.toml", "--hf-checkpoint", "/c"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_bundled_config_brings_its_tasksets_dir_and_says_so(capsys) -> None:
+    from adapter.cli import main
+    from adapter.generations import SPECS
+
+    for spec in SPECS.values():
+        launch = miles_command(config=str(spec.bundled_config("arith-v1")), hf_checkpoint="/c", ambient={})
+        assert launch.added_sources == (str(spec.bundled_tasksets().resolve()),)
+        assert str(spec.bundled_tasksets().resolve()) in launch.env["PYTHONPATH"].split(":")
+    repo = Path(__file__).resolve().parent.parent
+    assert main(["miles-command", "--config", str(repo / "fixtures/envs/arith-v1.toml"), "--hf-checkpoint", "/c"]) == 0
+    captured = capsys.readouterr()
+    tasksets = str(SPECS["A"].bundled_tasksets().resolve())
+    assert f"added the bundled tasksets directory {tasksets}" in captured.err
+    assert tasksets in captured.out
+
+
+def test_a_users_own_config_adds_nothing(config) -> None:
+    assert miles_command(config=config, hf_checkpoint="/c", ambient={}).added_sources == ()

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from adapter.errors import ConfigurationError
-from adapter.settings import MILES_DEFAULTS, Settings
+from adapter.settings import Settings
 from adapter.validation import RULES, EnvFacts, validate, violations
 
 OK_ENV = EnvFacts(task_count=3, has_group_reward=False)
@@ -69,11 +69,9 @@ def test_eval_only_run_skips_the_train_group_size_check(make_settings) -> None:
     validate(settings, GROUP_ENV)
 
 
-def test_settings_from_a_bare_namespace_take_miles_defaults() -> None:
+def test_settings_from_a_bare_namespace_take_the_field_defaults() -> None:
     settings = Settings.from_args(argparse.Namespace())
-    for name, default in MILES_DEFAULTS.items():
-        if name != "apply_chat_template_kwargs":
-            assert getattr(settings, name) == default, name
+    assert settings == Settings()
     assert settings.apply_chat_template_kwargs == {}
     # Miles' own prompt dataset is on by default, so a bare namespace is refused.
     assert [r.name for r in violations(settings)] == ["trainer_prompt_dataset"]
@@ -107,3 +105,14 @@ def test_eval_settings_override_rollout_settings() -> None:
 )
 def test_rollout_lora_is_live_only_when_it_serves_rollouts(lora, live) -> None:
     assert Settings(**lora).rollout_lora_live is live
+
+
+def test_from_args_reads_every_field_and_nothing_else() -> None:
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(Settings)]
+    args = argparse.Namespace(**{name: None for name in names}, not_a_setting=1)
+    args.rollout_temperature, args.n_samples_per_prompt = 0.25, 5
+    settings = Settings.from_args(args)
+    assert (settings.rollout_temperature, settings.n_samples_per_prompt) == (0.25, 5)
+    assert not hasattr(settings, "not_a_setting")

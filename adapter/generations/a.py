@@ -31,6 +31,7 @@ from verifiers.v1.dialects import ChatDialect, Dialect
 from verifiers.v1.errors import ProviderError
 
 from adapter.bridge import CONFIGURATION_ERROR, BridgeState
+from adapter.caches import with_harness_cache
 from adapter.errors import EpisodeError, UnsupportedRequestError
 from adapter.identity import renderer_identity
 from adapter.settings import Settings
@@ -198,6 +199,17 @@ def sampling_config(settings: Settings) -> Any:
     return vf.SamplingConfig(**{k: v for k, v in values.items() if v is not None})
 
 
+def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the config whose harness, when it pins UV_EXCLUDE_NEWER without its own
+    UV_CACHE_DIR, gets a per-user cache for that pin (`adapter.caches`): uv reuses a script
+    environment without re-resolving, so a pinned harness must not share the default cache."""
+    data = dict(config_data)
+    harness = data.get("harness")
+    if isinstance(harness, Mapping) and isinstance(harness.get("env"), Mapping):
+        data["harness"] = {**harness, "env": with_harness_cache(harness["env"])}
+    return data
+
+
 class GenerationA:
     """The generation-A episode runner: one `vf.Environment` from the EnvConfig, its tasks,
     and groups of n rollouts run inside `env.serving()` (group rewards applied by Verifiers)."""
@@ -208,9 +220,14 @@ class GenerationA:
         import verifiers.v1 as vf
         from verifiers.v1.decorators import discover_decorated
 
-        self.env = vf.Environment(vf.EnvConfig.model_validate(dict(config_data)))
+        self.env = vf.Environment(vf.EnvConfig.model_validate(with_pinned_harness_cache(config_data)))
         self.tasks = list(self.env.taskset.load())
         self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
+
+    @staticmethod
+    def sampling_config(settings: Settings, seed: int | None = None) -> Any:
+        config = sampling_config(settings)
+        return config if seed is None else config.model_copy(update={"seed": seed})
 
     def serving(self) -> Any:
         """The env-level serving resources (interception pool, shared tool servers)."""

@@ -16,6 +16,7 @@ import renderers.client
 from renderers.base import load_tokenizer
 
 from adapter.errors import PromptTooLongError, UnsupportedRequestError
+from adapter.generations import installed
 from adapter.jobs import prepare_orchestrator
 from adapter.serve import served
 from adapter.settings import Settings
@@ -29,11 +30,10 @@ from conformance.sglang_outputs import sglang_output
 pytestmark = pytest.mark.contract
 
 DECISION = installed_decision()
-ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
 
 
 def env_config(name: str) -> str:
-    return str(ENVS / ("b" if DECISION.generation == "B" else "") / f"{name}.toml")
+    return str(installed().bundled_config(name))
 
 
 def test_the_installed_set_is_served() -> None:
@@ -91,7 +91,8 @@ async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: An
     async with served(asgi_app(engine)) as url:
         values = {"verifiers_config": env_config(env), "rollout_batch_size": 1, "n_samples_per_prompt": 2,
                   "hf_checkpoint": str(qwen3_tokenizer), "renderer_model_name": "Qwen/Qwen3-0.6B",
-                  "rollout_max_response_len": 32, "rollout_max_context_len": 1024, **settings}
+                  "rollout_max_response_len": 32, "rollout_max_context_len": 1024, "rollout_global_dataset": False,
+                  **settings}
         orchestrator = prepare_orchestrator(Settings(**values), engine_url=url)
         result = await orchestrator.train(rollout_id=0)
     assert engine.generate_requests(), "the engine was never called"

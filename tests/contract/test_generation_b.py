@@ -1,0 +1,102 @@
+"""Unit tests of the generation-B shim (verifiers 0.3.x/0.4.0), run in the B matrix cells:
+
+    uvx --with tox-uv tox -e contract-vf040
+
+Skipped where the installed Verifiers has no `verifiers.v1.utils.loaders` (generation A).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("verifiers.v1.utils.loaders", reason="needs verifiers 0.3.x/0.4.0 (generation B)")
+
+from renderers.base import load_tokenizer
+from test_contract import env_config, run_groups
+
+from adapter.generations.b import GenerationB, TraceView, renderer_for, sampling_config
+from adapter.jobs import prepare_orchestrator
+from adapter.serve import served
+from adapter.settings import Settings
+from conformance.engine import ScriptedEngine, asgi_app
+from conformance.policies import TextPolicy
+
+pytestmark = pytest.mark.contract
+
+
+REPLIES = iter(range(10_000))
+
+
+def word_reply(prompt: str) -> str:
+    word = re.search(r"Say the word '(\w+)'", prompt).group(1)
+    return word if next(REPLIES) % 2 else f"Sure: {word}!"
+
+
+async def test_the_trainers_n_sizes_an_in_episode_group_without_mutating_the_env(qwen3_tokenizer) -> None:
+    (group,) = await run_groups(qwen3_tokenizer, "group-v1", word_reply, reward_key="shortest",
+                                n_samples_per_prompt=3)
+    assert len(group) == 3
+    assert sum(sample.reward["shortest"] for sample in group) == pytest.approx(0.5)
+    import tomllib
+
+    with open(env_config("group-v1"), "rb") as handle:
+        data = tomllib.load(handle)
+    backend = GenerationB(data)
+    assert backend.has_group_reward and backend.in_episode_n == data["n"] == 2
+
+
+def test_renderer_for_keeps_the_registered_identity_of_a_local_tokenizer(qwen3_tokenizer) -> None:
+    name, renderer = renderer_for(str(qwen3_tokenizer), "Qwen/Qwen3-0.6B")
+    assert name == str(qwen3_tokenizer) and renderer is not None and renderer.name == "qwen3"
+    assert renderer_for(str(qwen3_tokenizer), "my-org/unregistered") == (str(qwen3_tokenizer), None)
+    assert renderer_for(None, "Qwen/Qwen3-0.6B") == ("Qwen/Qwen3-0.6B", None)
+
+
+def test_sampling_config_carries_the_seed_and_template_kwargs() -> None:
+    settings = Settings(rollout_temperature=0.5, rollout_max_response_len=7,
+                        apply_chat_template_kwargs={"enable_thinking": False})
+    config = sampling_config(settings, 11)
+    assert (config.temperature, config.max_tokens, config.seed) == (0.5, 7, 11)
+    assert getattr(sampling_config(settings, None), "seed", None) is None
+
+
+async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_tokenizer) -> None:
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
+    seen: list[TraceView] = []
+    async with served(asgi_app(engine)) as url:
+        settings = Settings(verifiers_config=env_config("arith-v1"), rollout_batch_size=1, n_samples_per_prompt=2,
+                            hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",
+                            rollout_max_response_len=16, rollout_max_context_len=1024,
+                            rollout_global_dataset=False)
+        orchestrator = prepare_orchestrator(settings, engine_url=url)
+        run_group = orchestrator.backend.run_group
+
+        async def spy(*args: Any, **kwargs: Any) -> list[Any]:
+            traces = await run_group(*args, **kwargs)
+            seen.extend(traces)
+            return traces
+
+        orchestrator.backend.run_group = spy  # type: ignore[method-assign]
+        await orchestrator.train(rollout_id=0)
+    assert len(seen) == 2
+    for trace in seen:
+        assert trace.rewards == {"correct": 1.0} and trace.reward == 1.0
+        assert trace.error is None and trace.branches and all(b.trainable for b in trace.branches)
+
+
+async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_tokenizer) -> None:
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
+    async with served(asgi_app(engine)) as url:
+        settings = Settings(verifiers_config=env_config("arith-v1"), hf_checkpoint=str(qwen3_tokenizer),
+                            renderer_model_name="Qwen/Qwen3-0.6B", rollout_max_response_len=16,
+                            rollout_max_context_len=1024, eval_interval=1, n_samples_per_eval_prompt=1,
+                            rollout_global_dataset=False)
+        result = await prepare_orchestrator(settings, engine_url=url).evaluate()
+    (data,) = result.data.values()
+    assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 12
+    assert data["rewards"][0] == 1.0  # "What is 3 + 4?" is task 0

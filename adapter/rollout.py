@@ -28,6 +28,7 @@ from typing import Any
 
 from adapter.bridge import BridgeState, create_app
 from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
+from adapter.generations import EpisodeBackend
 from adapter.metrics import TraceStats
 from adapter.samples import GroupOutcome, assemble_group, trace_to_eval_entry
 from adapter.settings import Settings
@@ -71,7 +72,7 @@ class _Counters:
 @dataclass
 class Orchestrator:
     settings: Settings
-    backend: Any
+    backend: EpisodeBackend
     engine_url: str | Callable[[], str]
     model: str
     env_id: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Status(enum.Enum):
@@ -42,11 +42,14 @@ class PrefixCacheInfo:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+SampleStatus = Status  # the field's type, by a name the class attribute below cannot shadow
+
+
 @dataclass
 class Sample:
     """One training sample (one trace branch), field-compatible with `miles.utils.types.Sample`."""
 
-    Status = Status  # Miles spells it `Sample.Status.COMPLETED`
+    Status: ClassVar[type[Status]] = Status  # Miles spells it `Sample.Status.COMPLETED`
 
     group_index: int | None = None
     index: int | None = None
@@ -63,7 +66,7 @@ class Sample:
     rollout_log_probs: list[float] | None = None
     rollout_routed_experts: Any = None
     remove_sample: bool = False
-    status: Status = Status.PENDING
+    status: SampleStatus = SampleStatus.PENDING
     metadata: dict[str, Any] = field(default_factory=dict)
     generate_function_path: str | None = None
     train_metadata: dict[str, Any] | None = None
@@ -120,10 +123,11 @@ class Sample:
                 )
 
 
-def sample_class() -> type:
+def sample_class() -> type[Sample]:
     """Miles' `Sample` when Miles is importable (the trainer's own type), else ours."""
     try:
         from miles.utils.types import Sample as MilesSample
     except ImportError:
         return Sample
-    return MilesSample
+    miles_sample: type[Sample] = MilesSample  # field-compatible with ours (the module docstring)
+    return miles_sample

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ SESSION_ID_HEADER = "X-Session-ID"
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 
 # Renderers' sampling keys that SGLang names differently.
-RENAMED_KEYS = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens", "seed": "sampling_seed"}
+RENAMED_KEYS: dict[str, str] = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens", "seed": "sampling_seed"}
 # Keys Renderers/Verifiers set that SGLang's SamplingParams does not accept: `logprobs` is
 # replaced by `return_logprob`; `routed_experts_prompt_start` only serves vLLM's routing replay,
 # which the adapter refuses (validation: --use-rollout-routing-replay).
@@ -82,7 +82,8 @@ def overlong_error_class() -> type[Exception]:
 def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
     # The wording carries "maximum context length" so Verifiers' TrainClient recognises the
     # relayed 400 as an overlong prompt too (its `model_error` phrase table).
-    return overlong_error_class()(
+    error_class: Callable[..., Exception] = overlong_error_class()  # Verifiers' or ours: both take status_code
+    return error_class(
         f"Prompt length ({prompt_len}) exceeds maximum context length ({limit}): {what}",
         status_code=400,
     )
@@ -129,7 +130,8 @@ def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Setting
     if not isinstance(incoming, Mapping):
         raise UnsupportedRequestError("sampling_params must be an object")
     params: dict[str, Any] = {}
-    for key, value in incoming.items():
+    sampling: Mapping[str, Any] = incoming  # a JSON object: string keys
+    for key, value in sampling.items():
         if key not in DROPPED_KEYS:
             params[RENAMED_KEYS.get(key, key)] = value
     unknown = sorted(set(params) - SGLANG_SAMPLING_KEYS)

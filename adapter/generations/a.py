@@ -42,7 +42,7 @@ from adapter.settings import Settings
 IN_PROCESS_HOST = "vf-sglang-bridge-{}"
 
 
-class AdapterRequestError(ProviderError):
+class AdapterRequestError(ProviderError):  # type: ignore[misc]  # Verifiers is untyped (no py.typed)
     """A request this adapter cannot serve: a configuration problem, HTTP 400, never retried."""
 
     def __init__(self, message: str) -> None:
@@ -61,9 +61,11 @@ def _configuration_error_message(exc: BaseException) -> str | None:
     return None
 
 
-class BridgeTrainClient(TrainClient):
+class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is untyped (no py.typed)
     """Verifiers' TrainClient with a local tokenizer, a registered renderer identity and
     typed refusals (see the module docstring)."""
+
+    _pool: Any  # the base class's lazily built renderer pool
 
     def __init__(
         self,
@@ -87,20 +89,20 @@ class BridgeTrainClient(TrainClient):
         """The name Renderers resolves its renderer by: explicit, else the registered identity
         of the tokenizer path, else the model id."""
         if self.renderer_model_name:
-            return self.renderer_model_name
+            return str(self.renderer_model_name)
         if self.tokenizer_path:
             return renderer_identity(self.tokenizer_path) or model
         return model
 
-    def _renderer_pool(self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None):
+    def _renderer_pool(self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None) -> Any:
         if self._pool is None:
             source = self.tokenizer_path or self.renderer_name(model)
             kwargs = json.dumps(dict(chat_template_kwargs or {}), sort_keys=True)
             self._pool = _shared_pool(source, self.renderer_name(model), kwargs, self.pool_size)
         return self._pool
 
-    async def get_response(self, dialect: Dialect, body: dict, model: str, sampling_args, session_id=None,
-                           turn=None, headers=None):
+    async def get_response(self, dialect: Dialect, body: dict[str, Any], model: str, sampling_args: Any,
+                           session_id: str | None = None, turn: Any = None, headers: Any = None) -> Any:
         if not isinstance(dialect, ChatDialect):
             raise self._refuse(
                 f"the {type(dialect).__name__} dialect cannot be rendered to tokens: the TrainClient "
@@ -124,13 +126,13 @@ class BridgeTrainClient(TrainClient):
                 raise AdapterRequestError(message) from exc
             raise
 
-    async def relay(self, *args: Any, **kwargs: Any):
+    async def relay(self, *args: Any, **kwargs: Any) -> Any:
         raise self._refuse(
             "streaming responses cannot be relayed: the TrainClient generates token ids and returns "
             "whole turns; configure the harness with stream=false"
         )
 
-    async def relay_aux(self, dialect: Dialect, route: str, *args: Any, **kwargs: Any) -> dict:
+    async def relay_aux(self, dialect: Dialect, route: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise self._refuse(
             f"auxiliary route {route!r} of the {type(dialect).__name__} dialect is not served by "
             "the adapter: use a harness that only makes chat-completions calls"
@@ -143,7 +145,7 @@ def _shared_pool(source: str, identity: str, template_kwargs: str, size: int) ->
     a tokenizer costs seconds, and a train and an eval client can share the same renderers
     (the pool serialises access to each one)."""
 
-    def factory():
+    def factory() -> Any:
         tokenizer = load_tokenizer(source)
         tokenizer.name_or_path = identity
         return create_renderer(tokenizer, chat_template_kwargs=json.loads(template_kwargs) or None)
@@ -171,7 +173,8 @@ def make_train_client(
         api_key="EMPTY",
         max_retries=0,
         timeout=timeout,
-        http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=app), timeout=timeout),
+        # openai's stubs name their vendored httpx fork's client; an httpx client works at runtime
+        http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=app), timeout=timeout),  # type: ignore[arg-type]
     )
     return BridgeTrainClient(
         openai, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name, pool_size=pool_size
@@ -265,6 +268,7 @@ class GenerationA:
                 seeded = sampling.model_copy(update={"seed": seed_base + offset})
                 rollout.ctx = vf.ModelContext(model=model, client=client, sampling=seeded)
         try:
-            return await episode.run(semaphore=semaphore)
+            traces: list[Any] = await episode.run(semaphore=semaphore)
+            return traces
         except vf.errors.RolloutError as exc:  # Verifiers' own "a rollout failed" family: data
             raise EpisodeError(f"episode failed: {type(exc).__name__}: {exc}") from exc

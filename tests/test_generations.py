@@ -77,3 +77,27 @@ def test_a_pinned_harness_gets_its_own_cache_unless_it_sets_one() -> None:
     assert pinned["UV_CACHE_DIR"] == "/x/vf-sglang/uv-harness/2026-07-28T13-44-00Z"
     assert with_harness_cache({"UV_EXCLUDE_NEWER": "d", "UV_CACHE_DIR": "/mine"})["UV_CACHE_DIR"] == "/mine"
     assert "UV_CACHE_DIR" not in with_harness_cache({"OTHER": "1"})
+
+
+def test_generation_a_gives_a_pinned_harness_a_per_user_cache(monkeypatch, tmp_path) -> None:
+    a = pytest.importorskip("adapter.generations.a", reason="needs verifiers 0.2.x (generation A)")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("UV_CACHE_DIR", raising=False)
+    with SPECS["A"].bundled_config("arith-v1").open("rb") as handle:
+        data = tomllib.load(handle)
+    configured = a.with_pinned_harness_cache(data)
+    assert configured["harness"]["env"]["UV_CACHE_DIR"].startswith(str(tmp_path / "vf-sglang" / "uv-harness"))
+    assert "UV_CACHE_DIR" not in data["harness"]["env"]  # the loaded document is not mutated
+
+
+def test_the_import_graph_is_one_way() -> None:
+    """adapter/ never imports e2e/, except the CLI job commands that start the reference
+    engine for `demo`/`engine`, through one entry point (`e2e.engine`)."""
+    import re
+
+    offenders = []
+    for module in sorted((REPO / "adapter").rglob("*.py")):
+        for target in re.findall(r"^\s*(?:from|import)\s+(e2e[\w.]*)", module.read_text(), re.M):
+            if module.relative_to(REPO).as_posix() != "adapter/commands.py" or target != "e2e.engine":
+                offenders.append(f"{module.relative_to(REPO)} imports {target}")
+    assert offenders == []

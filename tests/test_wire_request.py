@@ -1,7 +1,9 @@
 """Renderers generate body → SGLang /generate payload (CONTRACT.md §2).
 
-Snapshots lock the payload for every scenario; regenerate with
-`uv run pytest tests/test_wire_request.py --snapshot-update` and review the diff.
+Snapshots lock the common base once (the "plain" scenario: payload and headers) and, for
+every other scenario, only its difference from that base (`changed` keys with their new
+values, `removed` keys), so one intended change to the base touches one snapshot.
+Regenerate with `uv run pytest tests/test_wire_request.py --snapshot-update` and review the diff.
 """
 
 from __future__ import annotations
@@ -56,11 +58,43 @@ def translate(case: dict[str, Any], settings: Settings, session: str | None = "t
     return to_sglang_request(body, settings=settings, session_id=session, first_turn=True)
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
-def test_payload_matches_snapshot(name: str, snapshot) -> None:
+def scenario_request(name: str) -> dict[str, Any]:
     case, overrides = SCENARIOS[name]
     request = translate(case, Settings(**overrides))
-    assert {"payload": request.payload, "headers": request.headers} == snapshot
+    return {"payload": request.payload, "headers": request.headers}
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts → {"payload.sampling_params.n": 1, ...}; lists stay whole values."""
+    if not isinstance(value, dict) or not value:
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        flat.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def difference(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    before, after = flatten(base), flatten(other)
+    changed = {key: value for key, value in after.items() if key not in before or before[key] != value}
+    return {"changed": changed, "removed": sorted(set(before) - set(after))}
+
+
+def test_the_base_payload_matches_its_snapshot(snapshot) -> None:
+    assert scenario_request("plain") == snapshot
+
+
+@pytest.mark.parametrize("name", [name for name in SCENARIOS if name != "plain"])
+def test_each_scenario_differs_from_the_base_as_snapshotted(name: str, snapshot) -> None:
+    # An empty difference is a claim too (e.g. train-only LoRA leaves the request as it is).
+    assert difference(scenario_request("plain"), scenario_request(name)) == snapshot
+
+
+def test_difference_names_changed_added_and_removed_keys() -> None:
+    base = {"payload": {"a": 1, "b": {"c": 2, "d": 3}}, "headers": {}}
+    other = {"payload": {"a": 1, "b": {"c": 5}, "e": [1]}, "headers": {"x": "y"}}
+    assert difference(base, other) == {"changed": {"payload.b.c": 5, "payload.e": [1], "headers.x": "y"},
+                                       "removed": ["headers", "payload.b.d"]}
 
 
 def test_renderer_only_keys_never_reach_sglang() -> None:

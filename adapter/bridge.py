@@ -19,7 +19,7 @@ In-process the app sits behind `httpx.ASGITransport`; `serve` puts it on a loopb
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from adapter.engine_stats import SessionStats
 from adapter.errors import (
     ConfigurationError,
     EngineAbortedError,
@@ -58,6 +59,7 @@ class BridgeState:
     # one a client in front of it refused with (generation A's TrainClient). The orchestrator
     # re-raises this object as soon as a group finishes: the type travels, never its name.
     refusal: ConfigurationError | None = None
+    stats: SessionStats = field(default_factory=SessionStats)  # per-session meta_info (adapter.engine_stats)
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -86,6 +88,7 @@ async def _generate(state: BridgeState, body: Any, session_id: str | None) -> JS
     )
     state.sessions.remember(session_id)
     output = await state.engine.generate(request)
+    state.stats.record(session_id, output)
     return JSONResponse(to_renderers_response(output))
 
 

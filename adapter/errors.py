@@ -6,8 +6,10 @@
     │   │                         The bridge answers these with HTTP 400 (never retried).
     │   ├── EnvConfigError        the EnvConfig TOML: path, suffix, shape, V0, dialect
     │   ├── UnsupportedVersionError  installed verifiers/renderers refused by the version gate
-    │   └── UnsupportedRequestError  a generate request the adapter cannot serve (multimodal
-    │                             features, routing policy without a session id, ...)
+    │   ├── UnsupportedRequestError  a generate request the adapter cannot serve (multimodal
+    │   │                         features, routing policy without a session id, ...)
+    │   └── RewardKeyError        --eval-reward-key/--reward-key names a reward a healthy
+    │                             trace does not have (names the key and the ones it has)
     ├── WireFormatError           the engine answered something that is not a valid sample:
     │   │                         missing/mismatched logprobs, non-finite or positive values,
     │   │                         a count that disagrees with `completion_tokens`.
@@ -120,3 +122,7 @@ class TraceConversionError(VfSglangError):
 
 class EmptyTraceError(TraceConversionError):
     """A trace has no branches (e.g. a provider error or an overlong first prompt)."""
+
+
+class RewardKeyError(ConfigurationError):
+    """The reward key picks a reward that a healthy trace does not report."""

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from adapter.config import load_env_config
 from adapter.errors import ConfigurationError
 from adapter.generations import installed
+from adapter.hooks import RolloutHooks
 from adapter.identity import renderer_identity
 from adapter.preflight import check_engine, check_vocab, resolve_tokenizer
-from adapter.rollout import Orchestrator, RolloutHooks, TrainOutput
+from adapter.rollout import Orchestrator, TrainOutput
 from adapter.settings import Settings
 from adapter.validation import EnvFacts, validate
 

@@ -12,64 +12,28 @@ The EnvConfig comes from `--verifiers-config` or `VERIFIERS_CONFIG`.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
-from collections.abc import Sequence
 from typing import Any
 
-from adapter.errors import ConfigurationError
+from adapter.hooks import miles_hooks
 from adapter.jobs import prepare_orchestrator
 from adapter.miles_types import abi_types
-from adapter.rollout import Orchestrator, RolloutHooks
+from adapter.rollout import Orchestrator
 from adapter.settings import Settings
 from adapter.sglang import router_url
 
 
-def load_function(path: str) -> Any:
-    """`pkg.module.attr` or `pkg.module:attr` → the object (Miles' own loader when present)."""
-    module_name, _, attr = path.replace(":", ".").rpartition(".")
-    if not module_name:
-        raise ConfigurationError(f"function path {path!r} must be `module.attr`")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load {path!r}: {exc}") from exc
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-def miles_hooks(args: Any, settings: Settings) -> RolloutHooks:
-    """The trainer's reward override (--custom-rm-path, --group-rm) and dynamic filter
-    (--dynamic-sampling-filter-path) as trainer-neutral hooks."""
-    reward = None
-    if settings.custom_rm_path:
-        rm = load_function(settings.custom_rm_path)
-
-        async def reward(samples: list[Any]) -> Sequence[Any]:
-            if settings.group_rm:
-                return list(await _maybe_await(rm(args, samples)))
-            return [await _maybe_await(rm(args, sample)) for sample in samples]
-
-    keep = None
-    if settings.dynamic_sampling_filter_path:
-        dynamic_filter = load_function(settings.dynamic_sampling_filter_path)
-
-        def keep(samples: list[Any]) -> tuple[bool, str | None]:
-            verdict = dynamic_filter(args, samples)
-            if isinstance(verdict, bool):
-                return verdict, None
-            return bool(verdict.keep), getattr(verdict, "reason", None)
-
-    return RolloutHooks(reward=reward, keep=keep)
-
-
-def build_orchestrator(args: Any) -> Orchestrator:
+def build_orchestrator(args: Any, data_source: Any = None) -> Orchestrator:
     """Everything the rollout function needs, checked before any episode runs. The router
     address is read from `args` at call time (Miles fills it in after building us)."""
     settings = Settings.from_args(args)
-    return prepare_orchestrator(settings, engine_url=lambda: router_url(args), hooks=miles_hooks(args, settings))
+    hooks = miles_hooks(args, settings, data_source=data_source)
+    return prepare_orchestrator(settings, engine_url=lambda: router_url(args), hooks=hooks)
+
+
+def _eval_engine(rollout_input: Any) -> Any:
+    """A snapshot eval's own router (`generate_state.args`), read at call time; else None."""
+    state_args = getattr(getattr(rollout_input, "generate_state", None), "args", None)
+    return None if state_args is None else (lambda: router_url(state_args))
 
 
 class VerifiersRolloutFn:
@@ -79,7 +43,7 @@ class VerifiersRolloutFn:
     def __init__(self, constructor_input: Any) -> None:
         self.constructor_input = constructor_input
         self.args = constructor_input.args
-        self.orchestrator = build_orchestrator(self.args)
+        self.orchestrator = build_orchestrator(self.args, constructor_input.data_source)
 
     @classmethod
     def add_arguments(cls, parser: Any) -> None:
@@ -92,9 +56,10 @@ class VerifiersRolloutFn:
     async def __call__(self, rollout_input: Any) -> Any:
         _, _, _, train_output, eval_output = abi_types()
         if rollout_input.evaluation:
-            result = await self.orchestrator.evaluate()
+            result = await self.orchestrator.evaluate(engine_url=_eval_engine(rollout_input))
             return eval_output(data=result.data, metrics=result.metrics)
-        train = await self.orchestrator.train(rollout_input.rollout_id)
+        train = await self.orchestrator.train(rollout_input.rollout_id,
+                                              weight_version=getattr(rollout_input, "weight_version", None))
         return train_output(samples=train.groups, metrics=train.metrics)
 
     def save(self, *args: Any) -> None:

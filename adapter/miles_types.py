@@ -1,8 +1,11 @@
 """Miles' rollout-function ABI types: `miles.rollout.base_types` when Miles is importable,
-field-compatible stand-ins otherwise (same names, same fields, same `evaluation` property)."""
+field-compatible stand-ins otherwise (same names, fields and defaults as the table in
+fixtures/miles/sample-31f1ca961.json, same `evaluation` property; checked by
+tests/test_sample_fidelity.py). `abi_types()` decides once per process."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +20,6 @@ class RolloutFnConstructorInput:
 class RolloutFnTrainInput:
     rollout_id: int
     weight_version: int | None = None
-    trainer_model_id: str | None = None
 
     @property
     def evaluation(self) -> bool:
@@ -48,8 +50,10 @@ class RolloutFnEvalOutput:
     metrics: dict[str, Any] | None = None
 
 
+@functools.cache
 def abi_types() -> tuple[type, type, type, type, type]:
-    """(ConstructorInput, TrainInput, EvalInput, TrainOutput, EvalOutput): Miles' own or ours."""
+    """(ConstructorInput, TrainInput, EvalInput, TrainOutput, EvalOutput): Miles' own or ours
+    (`abi_types.cache_clear()` re-decides, for tests)."""
     try:
         from miles.rollout import base_types as miles
     except ImportError:

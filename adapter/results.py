@@ -1,7 +1,8 @@
 """Presenting a finished job: the per-group table and the JSONL file of samples.
 
 Consumes groups of Miles-shaped samples (`reward`, `status`, `group_index`, `index`,
-`response_length`, `to_dict()`); emits text and a file. No I/O besides the file written.
+`response_length`, `to_dict()`; a multi-branch rollout's samples nested as one list entry);
+emits text and a file (one flat row per sample). No I/O besides the file written.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from adapter.samples import flatten
+
 
 def write_jsonl(path: Path, groups: list[list[Any]]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [sample.to_dict() for group in groups for sample in group]
+    rows = [sample.to_dict() for group in groups for sample in flatten(group)]
     with path.open("w") as handle:
         for row in rows:
             handle.write(json.dumps(row, default=str) + "\n")
@@ -29,7 +32,8 @@ def _scalar(reward: Any) -> float:
 def format_table(groups: list[list[Any]]) -> str:
     """group | sample | reward | status | response tokens, then each group's mean/std."""
     lines = [f"{'group':>5}  {'sample':>6}  {'reward':>7}  {'status':<10}  {'resp.tokens':>11}"]
-    for group in groups:
+    for entries in groups:
+        group = list(flatten(entries))  # a multi-branch rollout's samples are nested
         rewards = [_scalar(sample.reward) for sample in group]
         for sample, reward in zip(group, rewards, strict=True):
             lines.append(f"{sample.group_index:>5}  {sample.index:>6}  {reward:>7.3f}  "

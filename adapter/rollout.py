@@ -2,8 +2,14 @@
 
 Consumes `Settings`, an episode backend (a generation shim: `tasks`, `has_group_reward`,
 `serving()`, `run_group(...)`, `make_client(app, ...)`) and an engine address. Emits
-`TrainOutput(groups, metrics)` — exactly `rollout_batch_size` groups of samples — or
-`EvalOutput(data, metrics)` keyed by env id with aligned `rewards`/`truncated`/`samples`.
+`TrainOutput(groups, metrics)` — exactly `rollout_batch_size` groups; a group entry is a
+`Sample`, or a nested `list[Sample]` for a multi-branch trace (adapter.samples) — or
+`EvalOutput(data, metrics)` keyed by env id with aligned `rewards`/`truncated`/`samples`,
+`rewards` numeric or None (Miles averages them).
+
+Every rollout (trace) gets an int `rollout_id` from one counter per orchestrator, so ids are
+unique across train and eval calls of a run. In-flight episodes are bounded by
+`Settings.max_in_flight` (Miles' bound); the renderer pool by `renderer_pool_size`.
 
 Train (CONTRACT.md §6): launch `over_sampling_batch_size` task groups at a time until enough
 groups are kept; the task cursor starts at `rollout_id × rollout_batch_size` on the first call
@@ -20,35 +26,48 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.bridge import BridgeState, create_app
+from adapter.engine_stats import CallStats, SessionStats
 from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
 from adapter.generations import EpisodeBackend
-from adapter.metrics import TraceStats
-from adapter.samples import GroupOutcome, assemble_group, trace_to_eval_entry
+from adapter.hooks import RolloutHooks
+from adapter.samples import (
+    GroupOutcome,
+    assemble_group,
+    eval_reward_value,
+    flatten,
+    main_sample,
+    trace_to_eval_entry,
+)
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 
-RewardHook = Callable[[list[Any]], Awaitable[Sequence[Any]]]
-FilterHook = Callable[[list[Any]], tuple[bool, str | None]]
+logger = logging.getLogger(__name__)
+
+# Renderer slots beyond the CPU cores add tokenizer copies (memory, start-up time), not speed.
+RENDERER_POOL_CAP = 16
+
+
+def renderer_pool_size(max_in_flight: int) -> int:
+    """Renderer slots for `max_in_flight` concurrent requests: one each, up to the CPU cores
+    (tokenizers release the GIL, so slots run in parallel) and `RENDERER_POOL_CAP`."""
+    return max(1, min(max_in_flight, os.cpu_count() or 1, RENDERER_POOL_CAP))
+
+
+# The drop reason of a group the dynamic filter rejected (its own reason is the detail).
+FILTERED = "dynamic_filter"
 
 
 class RolloutStalledError(VfSglangError):
     """Every recent group was dropped: the run cannot make progress (drop counts attached)."""
-
-
-@dataclass(frozen=True)
-class RolloutHooks:
-    """Trainer hooks: `reward` returns one reward per sample of a group (overrides the
-    Verifiers reward); `keep` is the dynamic filter, returning (keep, reason)."""
-
-    reward: RewardHook | None = None
-    keep: FilterHook | None = None
 
 
 @dataclass
@@ -83,6 +102,7 @@ class Orchestrator:
     _order: list[int] = field(default_factory=list)
     _train: _Counters = field(default_factory=_Counters)
     _eval: _Counters = field(default_factory=_Counters)
+    _rollout_ids: int = 0  # the next rollout_id: one counter for train and eval
     _bridge: BridgeState | None = None
 
     def _raise_refusal(self) -> None:
@@ -97,15 +117,18 @@ class Orchestrator:
             random.Random(self.settings.rollout_seed).shuffle(self._order)
 
     @contextlib.asynccontextmanager
-    async def _session(self, settings: Settings) -> AsyncIterator[tuple[Any, SGLangClient]]:
-        engine = SGLangClient(self.engine_url, use_miles_router=self.use_miles_router)
+    async def _session(
+        self, settings: Settings, engine_url: str | Callable[[], str] | None = None
+    ) -> AsyncIterator[tuple[Any, SGLangClient, SessionStats]]:
+        engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router)
         app = create_app(settings, engine, model=self.model)
         self._bridge = app.state.bridge
         client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
-                                          renderer_model_name=settings.renderer_model_name)
+                                          renderer_model_name=settings.renderer_model_name,
+                                          pool_size=renderer_pool_size(settings.max_in_flight))
         try:
             async with self.backend.serving():
-                yield client, engine
+                yield client, engine, app.state.bridge.stats
         finally:
             await client.close()
             await engine.aclose()
@@ -128,30 +151,51 @@ class Orchestrator:
             task_index, n=n, client=client, model=self.model, settings=settings,
             seed_base=self._seed_base(task_index, n), semaphore=semaphore)
 
-    async def _judge(self, traces: list[Any], stats: TraceStats) -> GroupOutcome:
+    def _take_rollout_ids(self, count: int) -> int:
+        first = self._rollout_ids
+        self._rollout_ids += count
+        return first
+
+    async def _score(self, entries: list[Any]) -> str | None:
+        """Apply the reward hook to each rollout's main sample (siblings share its reward);
+        an error message when the hook returned the wrong count."""
+        if self.hooks.reward is None:
+            return None
+        mains = [main_sample(entry) for entry in entries]
+        rewards = list(await self.hooks.reward(mains))
+        if len(rewards) != len(mains):
+            return f"reward hook returned {len(rewards)} rewards for {len(mains)} rollouts"
+        for entry, reward in zip(entries, rewards, strict=True):
+            for sample in flatten([entry]):
+                sample.reward = reward
+        return None
+
+    async def _judge(self, traces: list[Any], call: CallStats) -> GroupOutcome:
         """Traces of one task → a kept group or a drop (reason), hooks applied."""
-        stats.add(traces)
+        call.see(traces)
         n = self.settings.n_samples_per_prompt
         outcome = assemble_group(traces, n=n, group_index=self._train.group_index,
-                                 first_index=self._train.sample_index, reward_key=self.settings.reward_key)
+                                 first_index=self._train.sample_index, first_rollout_id=self._rollout_ids,
+                                 reward_key=self.settings.reward_key, stats=call.engine.get)
         if not outcome.kept:
             return outcome
-        if self.hooks.reward is not None:
-            rewards = list(await self.hooks.reward(outcome.samples))
-            if len(rewards) != len(outcome.samples):
-                return GroupOutcome([], "reward_hook_count",
-                                    f"reward hook returned {len(rewards)} rewards for {len(outcome.samples)} samples")
-            for sample, reward in zip(outcome.samples, rewards, strict=True):
-                sample.reward = reward
+        problem = await self._score(outcome.samples)
+        if problem is not None:
+            return GroupOutcome([], "reward_hook_count", problem)
+        self._take_rollout_ids(len(outcome.samples))
+        self._train.group_index += 1
+        self._train.sample_index += len(outcome.flat)
+        call.converted.append(outcome.samples)
         if self.hooks.keep is not None:
             keep, reason = self.hooks.keep(outcome.samples)
             if not keep:
-                return GroupOutcome([], reason or "dynamic_filter", "dropped by the dynamic filter")
-        self._train.group_index += 1
-        self._train.sample_index += len(outcome.samples)
+                return GroupOutcome(outcome.samples, FILTERED, reason or "")
         return outcome
 
-    async def train(self, rollout_id: int) -> TrainOutput:
+    async def train(self, rollout_id: int, *, weight_version: int | None = None) -> TrainOutput:
+        """`rollout_batch_size` kept groups. `weight_version` (Miles' train input) is only
+        logged: each sample records the engine's own versions per turn (`weight_versions`)."""
+        logger.debug("rollout %d: engine weight version %s", rollout_id, weight_version)
         target = self.settings.rollout_batch_size
         if not target or target < 1:
             raise ConfigurationError("--rollout-batch-size must be set to at least 1 for training")
@@ -160,9 +204,10 @@ class Orchestrator:
         kept: list[list[Any]] = []
         drops: Counter[str] = Counter()
         last_detail: dict[str, str] = {}  # drop reason → its most recent underlying message
-        stats = TraceStats()
-        semaphore = asyncio.Semaphore(self.settings.sglang_server_concurrency)
-        async with self._session(self.settings) as (client, engine):
+        filtered: Counter[str] = Counter()
+        semaphore = asyncio.Semaphore(self.settings.max_in_flight)
+        async with self._session(self.settings) as (client, engine, session_stats):
+            call = CallStats(engine=session_stats)
             pending: set[asyncio.Task[list[Any]]] = set()
             consecutive_drops = 0
             try:
@@ -176,13 +221,16 @@ class Orchestrator:
                     stop: BaseException | None = None
                     for task in done:
                         try:
-                            outcome = await self._outcome(task, stats)
+                            outcome = await self._outcome(task, call)
                         except Exception as exc:  # keep retrieving the others, then stop
                             stop = stop or exc
                             continue
                         if outcome.kept and len(kept) < target:
                             kept.append(outcome.samples)
                             consecutive_drops = 0
+                        elif outcome.drop_reason == FILTERED:
+                            filtered[outcome.detail] += 1
+                            consecutive_drops += 1
                         elif not outcome.kept:
                             reason = outcome.drop_reason or "unknown"
                             drops[reason] += 1
@@ -194,25 +242,29 @@ class Orchestrator:
                         raise RolloutStalledError(_stall_message(consecutive_drops, drops, last_detail))
             finally:
                 await _cancel(pending, engine)
-        metrics = {**stats.metrics(), **{f"rollout/drop/{reason}": float(c) for reason, c in drops.items()}}
+        if self.hooks.sample_filter is not None:
+            self.hooks.sample_filter(kept)
+        if self.hooks.all_samples is not None:
+            self.hooks.all_samples(call.converted)
+        metrics = {**call.metrics(), **{f"rollout/drop/{reason}": float(c) for reason, c in drops.items()},
+                   **{f"rollout/dynamic_filter/drop_{reason}": float(c) for reason, c in filtered.items() if reason}}
         return TrainOutput(groups=kept, metrics=metrics)
 
-    async def _outcome(self, task: asyncio.Task[list[Any]], stats: TraceStats) -> GroupOutcome:
+    async def _outcome(self, task: asyncio.Task[list[Any]], call: CallStats) -> GroupOutcome:
         try:
             traces = task.result()
         except EpisodeError as exc:  # a failed episode is data (a dropped group); anything else is a bug
             return GroupOutcome([], exc.reason, str(exc))
-        return await self._judge(traces, stats)
+        return await self._judge(traces, call)
 
-    async def evaluate(self) -> EvalOutput:
-        """The whole taskset, n per eval prompt, `eval_*` overrides; lists aligned per trace."""
+    async def evaluate(self, *, engine_url: str | Callable[[], str] | None = None) -> EvalOutput:
+        """The whole taskset, n per eval prompt, `eval_*` overrides; lists aligned per trace.
+        `rewards` hold the number the eval reward key (else the reward key) picks, else the
+        scalar; None for an errored trace without it. `engine_url` overrides the engine (a
+        snapshot eval's own router)."""
         settings = self.settings.for_eval()
-        rewards: list[Any] = []
-        truncated: list[bool] = []
-        samples: list[Any] = []
-        stats = TraceStats()
-        semaphore = asyncio.Semaphore(settings.sglang_server_concurrency)
-        async with self._session(settings) as (client, engine):
+        semaphore = asyncio.Semaphore(settings.max_in_flight)
+        async with self._session(settings, engine_url) as (client, engine, session_stats):
             tasks = {asyncio.create_task(self._run(i, client, settings, semaphore)): i
                      for i in range(len(self.backend.tasks))}
             try:
@@ -223,18 +275,26 @@ class Orchestrator:
             finally:
                 await _cancel({t for t in tasks if not t.done()}, engine)
         self._raise_refusal()
+        call = CallStats(engine=session_stats)
+        pairs: list[tuple[Any, Any]] = []
         for traces in groups:
-            stats.add(traces)
+            call.see(traces)
             for trace in traces:
-                entry = trace_to_eval_entry(trace, reward_key=settings.reward_key,
-                                            group_index=self._eval.group_index, index=self._eval.sample_index)
+                entry = trace_to_eval_entry(trace, reward_key=settings.reward_key, group_index=self._eval.group_index,
+                                            index=self._eval.sample_index, rollout_id=self._take_rollout_ids(1),
+                                            stats=session_stats.get(trace.id))
                 self._eval.sample_index += 1
-                rewards.append(entry.reward)
-                truncated.append(bool(trace.is_truncated))
-                samples.append(entry)
+                pairs.append((trace, entry))
             self._eval.group_index += 1
-        data = {self.env_id: {"rewards": rewards, "truncated": truncated, "samples": samples}}
-        return EvalOutput(data=data, metrics={f"eval/{k}": v for k, v in stats.metrics().items()})
+        samples = [entry for _, entry in pairs]
+        problem = await self._score(samples)
+        if problem is not None:
+            raise ConfigurationError(f"eval: {problem}")
+        rewards = [eval_reward_value(s.reward, key=settings.reward_key, trace=t) for t, s in pairs]
+        truncated = [bool(t.is_truncated) for t, _ in pairs]
+        data: dict[str, dict[str, list[Any]]] = {
+            self.env_id: {"rewards": rewards, "truncated": truncated, "samples": samples}}
+        return EvalOutput(data=data, metrics={f"eval/{k}": v for k, v in call.metrics().items()})
 
 
 def _stall_message(count: int, drops: Counter[str], last_detail: dict[str, str]) -> str:

@@ -3,9 +3,14 @@
 Consumes Verifiers traces (any object with the `Trace` attributes this module reads: `id`,
 `task.data`, `branches`, `rewards`, `reward`, `metrics`, `stop_condition`, `errors`/`error`,
 `has_error`, `is_truncated`, `last_reply`); branches carry `index`, `token_ids`,
-`sampled_mask`, `logprobs` (0.0 on unsampled positions).
-Emits one sample per branch (`sample_class()`): all branches of a trace share its
-`rollout_id`, `routing_key` and reward, so GRPO normalisation per `group_index` stays correct.
+`sampled_mask`, `logprobs` (0.0 on unsampled positions); optionally the engine's per-session
+`RolloutStats` (adapter.engine_stats), keyed by trace id.
+Emits samples of `sample_class()` (Miles' own class when Miles is importable). One trace is
+one rollout: it gets an int `rollout_id` (unique in the run, from the caller's counter) and
+`routing_key = trace.id`. A single-branch trace is one `Sample` entry of its group; a
+multi-branch trace (compaction, sub-agents) is ONE nested `list[Sample]` entry, one sample per
+branch, all sharing the rollout's `rollout_id` and reward (Miles asserts both). The last
+branch is the rollout's main sample (eval reports it; it carries the prefix-cache stats).
 
 Invariants enforced here: token_ids/sampled_mask/logprobs have equal length (else
 `TraceConversionError` naming all three); a branchless trace is `EmptyTraceError`;
@@ -15,17 +20,22 @@ Invariants enforced here: token_ids/sampled_mask/logprobs have equal length (els
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.errors import EmptyTraceError, TraceConversionError
-from adapter.sample_type import Status, sample_class
+from adapter.engine_stats import RolloutStats
+from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
+from adapter.sample_type import Sample, Status, sample_class
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
 # traces), "trace_error" (a trace recorded an error, or broke a Sample invariant),
 # "empty_trace" (a trace has no branches), or a dynamic filter's own reason.
 DropReason = str
+
+# One group entry: a rollout's only sample, or its samples nested (multi-branch traces).
+Entry = Any
+StatsLookup = Callable[[str], "RolloutStats | None"]
 
 
 def _dump(value: Any) -> Any:
@@ -64,9 +74,11 @@ def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]
     return {**{k: float(v) for k, v in trace.rewards.items()}, "reward": float(trace.reward)}
 
 
-def trace_status(trace: Any) -> Status:
+def trace_status(trace: Any, stats: RolloutStats | None = None) -> Status:
+    """FAILED if the trace errored (ABORTED when the engine's last answer was an abort);
+    else TRUNCATED if truncated; else COMPLETED."""
     if trace.has_error:
-        return Status.FAILED
+        return Status.ABORTED if stats is not None and stats.last_finish == "abort" else Status.FAILED
     if trace.is_truncated:
         return Status.TRUNCATED
     return Status.COMPLETED
@@ -96,70 +108,110 @@ def _aligned(trace: Any, branch: Any) -> tuple[list[int], list[bool], list[float
     return tokens, mask, logprobs
 
 
-def trace_to_samples(trace: Any, *, reward_key: str | None = None) -> list[Any]:
-    """One sample per branch; `group_index` and `index` are left for group assembly."""
+def _base(cls: type[Sample], trace: Any, *, reward_key: str | None, rollout_id: int,
+          stats: RolloutStats | None) -> dict[str, Any]:
+    data = trace.task.data
+    return {"prompt": task_prompt(data), "response": trace.last_reply, "label": task_label(data),
+            "reward": trace_reward(trace, reward_key), "rollout_id": rollout_id, "routing_key": trace.id,
+            "status": cls.Status(trace_status(trace, stats).value)}
+
+
+def trace_to_samples(trace: Any, *, rollout_id: int, reward_key: str | None = None,
+                     stats: RolloutStats | None = None) -> list[Any]:
+    """One sample per branch, all sharing `rollout_id`; `group_index`/`index` are left for
+    group assembly. `stats` (the engine's report for this trace) fills the engine fields."""
     branches = trace.branches
     if not branches:
         raise EmptyTraceError(
             f"trace {trace.id!r} has no branches (stop_condition={trace.stop_condition!r})",
             trace_id=trace.id,
         )
-    data = trace.task.data
     cls = sample_class()
+    base = _base(cls, trace, reward_key=reward_key, rollout_id=rollout_id, stats=stats)
+    task_index = getattr(trace.task.data, "idx", None)
     samples = []
-    for branch in branches:
+    for position, branch in enumerate(branches):
         tokens, mask, logprobs = _aligned(trace, branch)
         start = mask.index(True) if True in mask else len(tokens)
         sample = cls(
-            prompt=task_prompt(data),
+            **base,
             tokens=tokens,
-            response=trace.last_reply,
             response_length=len(tokens) - start,
-            label=task_label(data),
-            reward=trace_reward(trace, reward_key),
             loss_mask=[int(m) for m in mask[start:]],
-            rollout_log_probs=[float(lp) if m else 0.0 for lp, m in zip(logprobs[start:], mask[start:], strict=False)],
-            status=cls.Status(trace_status(trace).value),
-            metadata=_metadata(trace, branch.index, getattr(data, "idx", None)),
-            session_id=trace.id,
+            rollout_log_probs=[float(lp) if m else 0.0 for lp, m in zip(logprobs[start:], mask[start:], strict=True)],
+            metadata=_metadata(trace, branch.index, task_index),
         )
-        sample.rollout_id = trace.id
-        sample.routing_key = trace.id
+        if stats is not None:
+            stats.apply(sample, main=position == len(branches) - 1)
         samples.append(sample)
     return samples
 
 
-def trace_to_eval_entry(trace: Any, *, reward_key: str | None, group_index: int, index: int) -> Any:
+def as_entry(samples: list[Any]) -> Entry:
+    """A rollout's group entry: its only sample, or its samples nested as one list."""
+    return samples[0] if len(samples) == 1 else samples
+
+
+def flatten(entries: Sequence[Entry]) -> Iterator[Any]:
+    """The samples of a group, nested entries expanded in order."""
+    for entry in entries:
+        yield from (entry if isinstance(entry, list) else [entry])
+
+
+def main_sample(entry: Entry) -> Any:
+    """The rollout's main sample: its last branch."""
+    return entry[-1] if isinstance(entry, list) else entry
+
+
+def trace_to_eval_entry(trace: Any, *, reward_key: str | None, group_index: int, index: int,
+                        rollout_id: int, stats: RolloutStats | None = None) -> Any:
     """Exactly one sample per trace, so eval's rewards/truncated/samples stay aligned: the
     main (last) branch's sample, or, for a trace with no usable branch, an empty sample that
     keeps the trace's reward, status and metadata."""
     try:
-        sample = trace_to_samples(trace, reward_key=reward_key)[-1]
+        sample = trace_to_samples(trace, rollout_id=rollout_id, reward_key=reward_key, stats=stats)[-1]
     except TraceConversionError as exc:
         cls = sample_class()
-        status = trace_status(trace) if trace.has_error or trace.is_truncated else Status.FAILED
-        sample = cls(prompt=task_prompt(trace.task.data), response=trace.last_reply,
-                     label=task_label(trace.task.data), reward=trace_reward(trace, reward_key),
-                     status=cls.Status(status.value),
-                     metadata=_metadata(trace, -1, getattr(trace.task.data, "idx", None)),
-                     session_id=trace.id)
+        base = _base(cls, trace, reward_key=reward_key, rollout_id=rollout_id, stats=stats)
+        if not (trace.has_error or trace.is_truncated):
+            base["status"] = cls.Status.FAILED
+        sample = cls(**base, metadata=_metadata(trace, -1, getattr(trace.task.data, "idx", None)))
         sample.metadata["verifiers"]["conversion_error"] = str(exc)
-        sample.rollout_id = sample.routing_key = trace.id
     sample.group_index, sample.index = group_index, index
     return sample
 
 
+def eval_reward_value(reward: Any, *, key: str | None, trace: Any) -> float | None:
+    """The number Miles' eval logger averages: `reward[key]` for a dict reward, else the
+    scalar. An errored trace lacking the key gives None (Miles counts it as 0 and reports the
+    ratio); a healthy trace lacking it is a `RewardKeyError` naming the flag."""
+    if not isinstance(reward, Mapping):
+        return None if reward is None else float(reward)
+    if key is not None and key in reward:
+        return None if reward[key] is None else float(reward[key])
+    if trace.has_error:
+        return None
+    raise RewardKeyError(
+        f"trace {trace.id!r}: its rewards {sorted(reward)} have no {key!r}, the key "
+        "--eval-reward-key (else --reward-key) picks for eval: set it to one of those names"
+    )
+
+
 @dataclass(frozen=True)
 class GroupOutcome:
-    """A converted group (`samples`, one entry per sample) or why it was dropped."""
+    """A converted group (`samples`: one entry per rollout, see `as_entry`) or why it was dropped."""
 
-    samples: list[Any]
+    samples: list[Entry]
     drop_reason: DropReason | None = None
     detail: str = ""
 
     @property
     def kept(self) -> bool:
         return self.drop_reason is None
+
+    @property
+    def flat(self) -> list[Any]:
+        return list(flatten(self.samples))
 
 
 def assemble_group(
@@ -168,25 +220,30 @@ def assemble_group(
     n: int,
     group_index: int,
     first_index: int,
+    first_rollout_id: int,
     reward_key: str | None = None,
+    stats: StatsLookup | None = None,
 ) -> GroupOutcome:
-    """The n traces of one task → one group, or a drop with its reason. Samples get
-    `group_index` and consecutive `index` values from `first_index`."""
+    """The n traces of one task → one group, or a drop with its reason. Trace i is rollout
+    `first_rollout_id + i`; samples get `group_index` and consecutive `index` values from
+    `first_index`; `stats(trace_id)` is the engine's report for a trace."""
     if len(traces) != n:
         return GroupOutcome([], "episode_error", f"expected {n} traces, got {len(traces)}")
     errored = [t for t in traces if t.has_error]
     if errored:
         first = errored[0]
         return GroupOutcome([], "trace_error", f"trace {first.id!r}: {first.error.message}")
-    samples: list[Any] = []
-    for trace in traces:
+    entries: list[Entry] = []
+    for offset, trace in enumerate(traces):
         try:
-            samples.extend(trace_to_samples(trace, reward_key=reward_key))
+            samples = trace_to_samples(trace, rollout_id=first_rollout_id + offset, reward_key=reward_key,
+                                       stats=stats(trace.id) if stats is not None else None)
         except EmptyTraceError as exc:
             return GroupOutcome([], "empty_trace", str(exc))
         except TraceConversionError as exc:
             return GroupOutcome([], "trace_error", str(exc))
-    for offset, sample in enumerate(samples):
+        entries.append(as_entry(samples))
+    for offset, sample in enumerate(flatten(entries)):
         sample.group_index = group_index
         sample.index = first_index + offset
-    return GroupOutcome(samples)
+    return GroupOutcome(entries)

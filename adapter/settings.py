@@ -109,6 +109,14 @@ class Settings:
     verifiers_config: str | None = None
     renderer_model_name: str | None = None
     session_lru_size: int = 10_000
+    # Miles sizes its in-flight bound from these (see `max_in_flight`).
+    rollout_num_gpus: int | None = None
+    rollout_num_gpus_per_engine: int = 1
+    # Reward and filter hooks (adapter.hooks).
+    rm_type: str | None = None
+    rollout_sample_filter_path: str | None = None
+    rollout_all_samples_process_path: str | None = None
+    multi_lora_n_adapters: int = 0
 
     @classmethod
     def from_args(cls, args: Any) -> Settings:
@@ -125,6 +133,15 @@ class Settings:
         """A LoRA adapter serves rollouts (so requests name it); train-only LoRA does not."""
         lora_on = self.lora_rank > 0 or self.lora_adapter_path is not None
         return lora_on and not self.lora_train_only
+
+    @property
+    def max_in_flight(self) -> int:
+        """Miles' bound on concurrent engine requests: `sglang_server_concurrency` per engine,
+        times the number of engines (`rollout_num_gpus // rollout_num_gpus_per_engine`; one
+        engine when `rollout_num_gpus` is unset). Never below 1."""
+        per_engine = max(self.rollout_num_gpus_per_engine, 1)
+        gpus = self.rollout_num_gpus if self.rollout_num_gpus is not None else per_engine
+        return max(self.sglang_server_concurrency * gpus // per_engine, 1)
 
     @property
     def needs_routing_key(self) -> bool:

@@ -4,7 +4,12 @@ Each task index maps to a behaviour: "ok" (n good traces), "error" (one trace er
 "empty" (one branchless trace), "raise" (the episode fails: `EpisodeError`), "bug" (the shim
 raises a plain exception), "config" (the episode's request is refused by the real bridge app:
 a multimodal body, answered 400; the trace only records the status, as Verifiers would), "hang"
-(never finishes until cancelled).
+(never finishes until cancelled), "branches" (one trace with 3 branches: compaction/sub-agents),
+"truncated" (one trace cut at the length limit), "nokey" (one healthy trace without the
+`correct` reward), "error_nokey" (one errored trace with no rewards at all).
+
+With `engine_meta`, every trace's session gets one SGLang answer recorded in the bridge's
+stats (as the bridge does after each engine call), its `meta_info` updated with engine_meta.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 import httpx
 
 from adapter.errors import EpisodeError
+from conformance.sglang_outputs import sglang_output
 from conformance.traces import TraceSpec, Turn, build_trace
 
 
@@ -34,6 +40,8 @@ class FakeBackend:
     has_group_reward: bool = False
     clients: list[FakeClient] = dataclasses.field(default_factory=list)
     app: Any = None
+    engine_meta: dict[str, Any] | None = None
+    client_kwargs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def tasks(self) -> list[str]:
@@ -43,8 +51,9 @@ class FakeBackend:
     async def serving(self):
         yield
 
-    def make_client(self, app: Any, **_: Any) -> FakeClient:
+    def make_client(self, app: Any, **kwargs: Any) -> FakeClient:
         self.app = app
+        self.client_kwargs.append(kwargs)
         self.clients.append(FakeClient())
         return self.clients[-1]
 
@@ -66,8 +75,17 @@ class FakeBackend:
             "error": dataclasses.replace(good, error=("ProviderError", "engine 502"), stop_condition="error"),
             "empty": dataclasses.replace(good, turns=(), stop_condition="context_length"),
             "truncated": dataclasses.replace(good, turns=(Turn((5, 6), (-0.1, -0.2), "x", finish_reason="length"),)),
+            "branches": dataclasses.replace(good, extra_branches=2),
+            "nokey": dataclasses.replace(good, rewards={"other": 1.0}),
+            "error_nokey": dataclasses.replace(good, error=("ProviderError", "engine 502"), rewards={}),
         }.get(behaviour)
-        return [build_trace(good) for _ in range(n - 1)] + [build_trace(bad or good)]
+        traces = [build_trace(good) for _ in range(n - 1)] + [build_trace(bad or good)]
+        if self.engine_meta is not None:
+            for trace in traces:
+                output = sglang_output([5], [-0.1], prompt_tokens=10)
+                output["meta_info"].update(self.engine_meta)
+                self.app.state.bridge.stats.record(trace.id, output)
+        return traces
 
     async def _refused_request(self) -> int:
         """A multimodal generate request through the real bridge app: it answers 400."""

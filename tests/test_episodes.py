@@ -19,6 +19,7 @@ from renderers.base import load_tokenizer
 from adapter.errors import ConfigurationError
 from adapter.miles import VerifiersRolloutFn, generate_rollout
 from adapter.miles_types import RolloutFnConstructorInput, RolloutFnEvalInput, RolloutFnTrainInput
+from adapter.samples import flatten
 from conformance.policies import TextPolicy, last_user_text, tool_call
 
 ENVS = Path(__file__).resolve().parent.parent / "fixtures" / "envs"
@@ -56,7 +57,7 @@ def arith_policy(tokenizer: Any) -> TextPolicy:
 
 
 def all_samples(groups: list[list[Any]]) -> list[Any]:
-    return [sample for group in groups for sample in group]
+    return [sample for group in groups for sample in flatten(group)]
 
 
 async def test_train_returns_batch_of_full_valid_groups(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
@@ -159,7 +160,8 @@ async def test_eval_lists_are_aligned_and_use_the_eval_reward_key(qwen3_tokenize
     out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnEvalInput(rollout_id=0))
     data = out.data["group-v1"]
     assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 8
-    assert all(reward["says_word"] == 1.0 for reward in data["rewards"])
+    assert data["rewards"] == [1.0] * 8  # numbers (Miles averages them), picked by the eval reward key
+    assert all(sample.reward["says_word"] == 1.0 for sample in data["samples"])  # the full dict stays
     assert data["truncated"] == [False] * 8
 
 

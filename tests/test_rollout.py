@@ -137,12 +137,13 @@ async def test_reward_hook_overrides_and_wrong_counts_drop(sglang_mock) -> None:
         await orch.train(rollout_id=0)
 
 
-async def test_dynamic_filter_drops_with_its_reason(sglang_mock) -> None:
+async def test_dynamic_filter_drops_are_counted_under_miles_metric_name(sglang_mock) -> None:
     orch, _ = orchestrator(["ok"] * 6, sglang_mock)
     orch.hooks = RolloutHooks(keep=lambda samples: (samples[0].metadata["verifiers"]["task_index"] % 2 == 1,
-                                                    "zero_std"))
+                                                    "zero_std_0.0"))
     out = await orch.train(rollout_id=0)
-    assert out.metrics["rollout/drop/zero_std"] >= 1
+    assert out.metrics["rollout/dynamic_filter/drop_zero_std_0.0"] >= 1
+    assert not [name for name in out.metrics if name.startswith("rollout/drop/")]
     assert all(g[0].metadata["verifiers"]["task_index"] % 2 == 1 for g in out.groups)
 
 
@@ -162,7 +163,8 @@ async def test_eval_lists_are_aligned_one_entry_per_trace(sglang_mock) -> None:
     data = out.data["arith-v1"]
     assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 12
     assert {n for _, n, _ in backend.calls} == {3}
-    assert all(isinstance(r, dict) and "reward" in r for r in data["rewards"])
+    assert all(isinstance(r, float) for r in data["rewards"])
+    assert all(isinstance(s.reward, dict) and "correct" in s.reward for s in data["samples"])
     statuses = [s.status.value for s in data["samples"]]
     assert statuses.count("failed") == 1 and statuses.count("truncated") == 2
     assert len({s.index for s in data["samples"]}) == 12

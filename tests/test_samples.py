@@ -10,20 +10,20 @@ import pytest
 
 from adapter.errors import EmptyTraceError, TraceConversionError
 from adapter.sample_type import Sample, Status
-from adapter.samples import assemble_group, trace_to_samples
+from adapter.samples import assemble_group, flatten, trace_to_samples
 from conformance.traces import TraceSpec, Turn, build_trace
 
 SPEC = TraceSpec()
 
 
 def one(spec: TraceSpec = SPEC, **kwargs) -> Sample:
-    (sample,) = trace_to_samples(build_trace(spec), **kwargs)
+    (sample,) = trace_to_samples(build_trace(spec), rollout_id=0, **kwargs)
     return sample
 
 
 def test_single_turn_fields() -> None:
     trace = build_trace(SPEC)
-    (sample,) = trace_to_samples(trace)
+    (sample,) = trace_to_samples(trace, rollout_id=7)
     scaffold, turn = SPEC.turns[0].scaffold_ids, SPEC.turns[0]
     assert sample.tokens == [*SPEC.prompt_ids, *scaffold, *turn.completion_ids]
     assert sample.response_length == len(turn.completion_ids)
@@ -34,7 +34,8 @@ def test_single_turn_fields() -> None:
     assert sample.response == "4"
     assert sample.label == "4"
     assert sample.status is Status.COMPLETED
-    assert sample.routing_key == sample.rollout_id == sample.session_id == trace.id
+    assert (sample.routing_key, sample.rollout_id) == (trace.id, 7)
+    assert not hasattr(sample, "session_id")
     assert sample.metadata["verifiers"] == {
         "branch_index": 0, "task_index": 0, "rewards": {"correct": 1.0}, "metrics": {},
         "stop_condition": "agent_completed"}
@@ -57,23 +58,25 @@ def test_multi_turn_tool_tokens_are_in_the_sample_but_not_trained_on() -> None:
 
 
 def test_multi_branch_trace_gives_one_sample_per_branch_sharing_rollout_id_and_reward() -> None:
-    samples = trace_to_samples(build_trace(dataclasses.replace(SPEC, extra_branches=2)))
+    trace = build_trace(dataclasses.replace(SPEC, extra_branches=2))
+    samples = trace_to_samples(trace, rollout_id=5)
     assert [s.metadata["verifiers"]["branch_index"] for s in samples] == [0, 1, 2]
-    assert len({s.rollout_id for s in samples}) == 1
+    assert {s.rollout_id for s in samples} == {5}
+    assert {s.routing_key for s in samples} == {trace.id}
     assert {s.reward for s in samples} == {1.0}
 
 
 def test_branchless_trace_is_an_empty_trace_error() -> None:
     spec = dataclasses.replace(SPEC, turns=(), stop_condition="context_length")
     with pytest.raises(EmptyTraceError, match="context_length"):
-        trace_to_samples(build_trace(spec))
+        trace_to_samples(build_trace(spec), rollout_id=0)
 
 
 def test_length_mismatch_names_all_three_lengths() -> None:
     trace = build_trace(SPEC)
     trace.nodes[1].mask.append(True)  # one more mask entry than tokens
     with pytest.raises(TraceConversionError, match=r"got 13, 14, 14"):
-        trace_to_samples(trace)
+        trace_to_samples(trace, rollout_id=0)
 
 
 @pytest.mark.parametrize(
@@ -131,15 +134,24 @@ def test_no_sampled_token_gives_zero_response_length() -> None:
 
 def group(*specs: TraceSpec, n: int | None = None, **kwargs):
     traces = [build_trace(spec) for spec in specs]
-    return assemble_group(traces, n=len(traces) if n is None else n, **kwargs)
+    return assemble_group(traces, n=len(traces) if n is None else n, first_rollout_id=100, **kwargs)
 
 
-def test_group_assigns_group_index_and_consecutive_indices() -> None:
+def test_group_assigns_group_index_consecutive_indices_and_one_rollout_id_per_trace() -> None:
     outcome = group(SPEC, SPEC, dataclasses.replace(SPEC, extra_branches=1),
                     group_index=7, first_index=10)
     assert outcome.kept
-    assert [s.group_index for s in outcome.samples] == [7, 7, 7, 7]
-    assert [s.index for s in outcome.samples] == [10, 11, 12, 13]
+    samples = list(flatten(outcome.samples))
+    assert [s.group_index for s in samples] == [7, 7, 7, 7]
+    assert [s.index for s in samples] == [10, 11, 12, 13]
+    assert [s.rollout_id for s in samples] == [100, 101, 102, 102]
+
+
+def test_single_branch_traces_are_plain_entries_and_a_multi_branch_trace_is_one_nested_entry() -> None:
+    outcome = group(SPEC, dataclasses.replace(SPEC, extra_branches=2), group_index=0, first_index=0)
+    single, nested = outcome.samples
+    assert isinstance(single, Sample)
+    assert isinstance(nested, list) and len(nested) == 3 and all(isinstance(s, Sample) for s in nested)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +172,7 @@ def test_group_with_a_misaligned_trace_is_a_trace_error() -> None:
     traces = [build_trace(SPEC), build_trace(SPEC)]
     traces[1].nodes[1].logprobs.append(-1.0)
     traces[1].nodes[1].mask.append(True)
-    outcome = assemble_group(traces, n=2, group_index=0, first_index=0)
+    outcome = assemble_group(traces, n=2, group_index=0, first_index=0, first_rollout_id=0)
     assert outcome.drop_reason == "trace_error" and "equal length" in outcome.detail
 
 
@@ -182,16 +194,3 @@ def test_sample_validate_names_the_broken_length(field, value, message) -> None:
     setattr(sample, field, value)
     with pytest.raises(ValueError, match=message):
         sample.validate()
-
-
-def test_sample_has_miles_field_names_and_status_values() -> None:
-    names = {f.name for f in dataclasses.fields(Sample)}
-    miles = {"group_index", "index", "prompt", "tokens", "multimodal_inputs",
-             "multimodal_train_inputs", "response", "response_length", "label", "reward",
-             "loss_mask", "weight_versions", "rollout_log_probs", "rollout_routed_experts",
-             "remove_sample", "status", "metadata", "generate_function_path", "train_metadata",
-             "session_id", "non_generation_time", "spec_info", "prefix_cache_info"}
-    assert miles <= names
-    assert {s.value for s in Sample.Status} == {"pending", "completed", "truncated", "aborted",
-                                                "failed"}
-    assert Sample().status is Sample.Status.PENDING

@@ -238,10 +238,12 @@ class GenerationA:
 
     @staticmethod
     def make_client(
-        app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None
+        app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
+        pool_size: int = 1,
     ) -> BridgeTrainClient:
         """Generation A builds the TrainClient itself: the bridge in-process."""
-        client = make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name)
+        client = make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name,
+                                   pool_size=pool_size)
         client.bridge = app.state.bridge
         return client
 

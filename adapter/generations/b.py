@@ -74,14 +74,16 @@ class BridgeEndpoint:
     renderer_model_name: str | None
     renderer: Any = None
     url: str | None = None
+    pool_size: int = 1  # renderer slots (TrainClientConfig.pool_size where the release has it)
 
     def config(self) -> Any:
         import verifiers.v1 as vf
 
         if self.url is None:
             raise ConfigurationError("the bridge is not served yet: episodes run inside serving()")
+        pool = {"pool_size": self.pool_size} if "pool_size" in vf.TrainClientConfig.model_fields else {}
         return vf.TrainClientConfig(base_url=f"{self.url}/v1", api_key_var=API_KEY_VAR,
-                                    renderer_model_name=self.renderer_model_name, renderer=self.renderer)
+                                    renderer_model_name=self.renderer_model_name, renderer=self.renderer, **pool)
 
     async def close(self) -> None:
         self.url = None
@@ -136,9 +138,9 @@ class GenerationB:
         self._lock = asyncio.Lock()
 
     def make_client(self, app: Any, *, tokenizer_path: str | None = None,
-                    renderer_model_name: str | None = None) -> BridgeEndpoint:
+                    renderer_model_name: str | None = None, pool_size: int = 1) -> BridgeEndpoint:
         name, renderer = renderer_for(tokenizer_path, renderer_model_name)
-        self._endpoint = BridgeEndpoint(app, name, renderer)
+        self._endpoint = BridgeEndpoint(app, name, renderer, pool_size=pool_size)
         return self._endpoint
 
     @staticmethod

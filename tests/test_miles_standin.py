@@ -174,3 +174,23 @@ def test_miles_eval_checks_reject_dict_rewards_and_misaligned_lists(miles, data,
     samples = [_sample(miles)] * len(data["rewards"])
     output = SimpleNamespace(data={"env": {**data, "samples": samples}})
     assert any(fragment in p for p in eval_problems(output, miles.Sample))
+
+
+async def test_class_abi_takes_weight_version_eval_extras_and_reads_routers_lazily(miles, sglang_mock,
+                                                                                   monkeypatch) -> None:
+    from adapter import miles as binding
+
+    args = SimpleNamespace()  # Miles fills the router address after building the rollout function
+    orch = orchestrator(["ok", "branches"], sglang_mock)
+    orch.engine_url = lambda: binding.router_url(args)
+    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source: orch)
+    constructor, train_input, eval_input, train_output, eval_output = abi_types()
+    fn = binding.VerifiersRolloutFn(constructor(args=args, data_source=None))
+    args.sglang_router_ip, args.sglang_router_port = "10.0.0.1", 30000
+    trained = await fn(train_input(rollout_id=0, weight_version=3))
+    assert isinstance(trained, train_output) and orch.backend.app.state.bridge.engine.base_url == "http://10.0.0.1:30000"
+    assert_train_ok(trained, SimpleNamespace(reward_key=None), miles.Sample)
+    snapshot = SimpleNamespace(args=SimpleNamespace(sglang_router_ip="10.0.0.2", sglang_router_port=31000))
+    evaluated = await fn(eval_input(rollout_id=0, generate_state=snapshot, weight_version="3", hf_dir="/ckpt/hf"))
+    assert isinstance(evaluated, eval_output) and orch.backend.app.state.bridge.engine.base_url == "http://10.0.0.2:31000"
+    assert_eval_ok(evaluated, miles.Sample)

@@ -191,6 +191,10 @@ def eval_reward_value(reward: Any, *, key: str | None, trace: Any) -> float | No
         return None if reward[key] is None else float(reward[key])
     if trace.has_error:
         return None
+    if key is None:
+        raise RewardKeyError(
+            f"trace {trace.id!r}: the reward is a dict {sorted(reward)} but no key picks a number: set "
+            "--eval-reward-key (or --reward-key) to one of those names")
     raise RewardKeyError(
         f"trace {trace.id!r}: its rewards {sorted(reward)} have no {key!r}, the key "
         "--eval-reward-key (else --reward-key) picks for eval: set it to one of those names"

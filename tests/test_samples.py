@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from adapter.errors import EmptyTraceError, TraceConversionError
+from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
 from adapter.sample_type import Sample, Status
-from adapter.samples import assemble_group, flatten, trace_to_samples
+from adapter.samples import assemble_group, eval_reward_value, flatten, trace_to_samples
 from conformance.traces import TraceSpec, Turn, build_trace
 
 SPEC = TraceSpec()
@@ -194,3 +194,28 @@ def test_sample_validate_names_the_broken_length(field, value, message) -> None:
     setattr(sample, field, value)
     with pytest.raises(ValueError, match=message):
         sample.validate()
+
+
+HEALTHY, ERRORED = SimpleNamespace(id="t", has_error=False), SimpleNamespace(id="t", has_error=True)
+
+
+@pytest.mark.parametrize(
+    ("reward", "key", "trace", "expected"),
+    [
+        (0.5, None, HEALTHY, 0.5),  # the scalar reward
+        (1, "ignored", HEALTHY, 1.0),  # a scalar is used as-is even with a key
+        ({"correct": 1.0, "reward": 2.0}, "correct", HEALTHY, 1.0),  # the key picks a component
+        ({"reward": 0.0}, "correct", ERRORED, None),  # errored and lacking the key: None
+        (None, None, ERRORED, None),  # a hook gave nothing
+    ],
+    ids=["scalar", "scalar_with_key", "picked", "errored_without_key", "none"],
+)
+def test_eval_reward_value_is_a_number_or_none(reward, key, trace, expected) -> None:
+    assert eval_reward_value(reward, key=key, trace=trace) == expected
+
+
+@pytest.mark.parametrize(("key", "fragment"), [("correct", "have no 'correct'"), (None, "no key picks a number")],
+                         ids=["missing_key", "dict_without_key"])
+def test_eval_reward_value_of_a_healthy_trace_without_the_key_names_the_flag(key, fragment) -> None:
+    with pytest.raises(RewardKeyError, match=f"{fragment}.*--eval-reward-key"):
+        eval_reward_value({"other": 1.0}, key=key, trace=HEALTHY)

@@ -2,9 +2,11 @@
 
 Consumes dumped samples (`Sample.to_dict()` rows, one JSON object per line) and an
 `Expectation`; emits nothing on success, otherwise `VerificationError` listing every broken
-invariant at once. Invariants: the sample count and group sizes; statuses completed/truncated
+invariant at once. Invariants (those of the E2E this replaces, MILES.md §6): the sample count;
+`group_index` counts exactly {0: n, 1: n, ..., groups-1: n}; statuses ⊆ {completed, truncated}
 with at least one completed; finite scalar rewards; `len(rollout_log_probs) == len(loss_mask)
-== response_length` with finite logprobs; the exact reward components; binary metrics; a
+== response_length` with finite logprobs; the exact reward components; no `error` in
+`metadata["verifiers"]`; binary metrics in {0, 1}; finite metrics (code-golf's `latency`); a
 minimum number of successes; and per-group sums of group-reward components.
 """
 
@@ -28,7 +30,8 @@ class Expectation:
     groups: int
     n: int
     components: frozenset[str]  # the reward components, exactly
-    binary_metrics: frozenset[str] = frozenset()
+    binary_metrics: frozenset[str] = frozenset()  # each in {0, 1} on every sample
+    finite_metrics: frozenset[str] = frozenset()  # each present and finite on every sample
     success_metric: str | None = None  # a metric equal to 1 marks a success ...
     success_component: str | None = None  # ... or a reward component equal to 1
     min_successes: int = 0
@@ -39,7 +42,8 @@ def expectation_for(env_id: str, *, groups: int, n: int, min_successes: int | No
     """The invariants of each taskset the tiers run (group sums need n ≥ 2)."""
     table: dict[str, dict[str, Any]] = {
         "code-golf-v1": dict(components={"correct", "fastest", "most_concise"}, binary_metrics={"passed"},
-                             success_metric="passed", min_successes=1, group_sums={"fastest": 0.5}),
+                             finite_metrics={"latency"}, success_metric="passed", min_successes=1,
+                             group_sums={"fastest": 0.5}),
         "arith-v1": dict(components={"correct"}, binary_metrics={"parsed"}, success_component="correct",
                          min_successes=1),
         "echo-tool-v1": dict(components={"used_tool"}, binary_metrics={"tool_ran"}),
@@ -50,6 +54,7 @@ def expectation_for(env_id: str, *, groups: int, n: int, min_successes: int | No
     spec = dict(table[env_id])
     spec["components"] = frozenset(spec["components"])
     spec["binary_metrics"] = frozenset(spec.get("binary_metrics", ()))
+    spec["finite_metrics"] = frozenset(spec.get("finite_metrics", ()))
     if min_successes is not None:
         spec["min_successes"] = min_successes
     return Expectation(groups=groups, n=n, **spec)
@@ -78,10 +83,16 @@ def _sample_problems(i: int, s: Mapping[str, Any], expect: Expectation) -> list[
     components = set(meta.get("rewards") or {})
     if components != expect.components:
         problems.append(f"{where}: reward components {sorted(components)} != {sorted(expect.components)}")
-    for name in expect.binary_metrics:
-        value = (meta.get("metrics") or {}).get(name)
-        if value not in (0, 1):
-            problems.append(f"{where}: metric {name!r} is {value!r}, expected 0 or 1")
+    metrics = meta.get("metrics") or {}
+    for name in sorted(expect.binary_metrics):
+        if metrics.get(name) not in (0, 1):
+            problems.append(f"{where}: metric {name!r} is {metrics.get(name)!r}, expected 0 or 1")
+    for name in sorted(expect.finite_metrics):
+        if not _finite([metrics.get(name)]):
+            problems.append(f"{where}: metric {name!r} is {metrics.get(name)!r}, expected a finite number")
+    for key in ("error", "conversion_error"):
+        if meta.get(key) is not None:
+            problems.append(f"{where}: metadata carries an {key}: {meta[key]!r}")
     return problems
 
 
@@ -100,9 +111,10 @@ def problems(samples: list[Mapping[str, Any]], expect: Expectation) -> list[str]
     if len(samples) != total:
         found.append(f"{len(samples)} samples, expected {expect.groups} groups × {expect.n} = {total}")
     sizes = Counter(s.get("group_index") for s in samples)
-    if sorted(sizes.values()) != [expect.n] * expect.groups:
+    expected_sizes = {group: expect.n for group in range(expect.groups)}
+    if dict(sizes) != expected_sizes:
         shown = dict(sorted(sizes.items(), key=str))
-        found.append(f"group sizes {shown}, expected {expect.groups} groups of {expect.n}")
+        found.append(f"group_index counts {shown}, expected {expected_sizes}")
     statuses = Counter(s.get("status") for s in samples)
     if set(statuses) - {"completed", "truncated"}:
         found.append(f"statuses {dict(statuses)}: only completed/truncated are allowed")

@@ -1,4 +1,8 @@
-"""The shared E2E verify function: passes a known-good dump, names each broken invariant."""
+"""The shared E2E verify function: passes a known-good dump, names each broken invariant.
+
+`BREAKAGES` holds one case per invariant of the E2E it replaces (MILES.md §6, issue 15.7), each
+breaking exactly that invariant of an otherwise good code-golf dump.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,9 @@ def good_dump() -> list[dict[str, Any]]:
                 "group_index": group, "index": group * 4 + i, "status": "completed" if i else "truncated",
                 "reward": sum(rewards.values()), "response_length": 3, "loss_mask": [1, 1, 1],
                 "rollout_log_probs": [-0.1, -0.2, -0.3],
-                "metadata": {"verifiers": {"rewards": rewards, "metrics": {"passed": float(i % 2)}}},
+                "metadata": {"verifiers": {"rewards": rewards,
+                                           "metrics": {"passed": float(i % 2), "latency": 0.01 * (i + 1)},
+                                           "stop_condition": "agent_completed"}},
             })
     return samples
 
@@ -74,16 +80,63 @@ def _infinite_logprob(d):
     d[7]["rollout_log_probs"][0] = -math.inf
 
 
+def _moved_member(d):
+    d[8]["group_index"] = 1  # 12 samples still, but counts {0: 4, 1: 5, 2: 3}
+
+
+def _shifted_groups(d):
+    for s in d:
+        s["group_index"] += 1  # {1: 4, 2: 4, 3: 4}: right sizes, wrong indices
+
+
+def _no_completed(d):
+    for s in d:
+        s["status"] = "truncated"
+
+
+def _failed_status(d):
+    d[6]["status"] = "failed"
+
+
+def _missing_component(d):
+    del d[2]["metadata"]["verifiers"]["rewards"]["most_concise"]
+
+
+def _error_in_metadata(d):
+    d[9]["metadata"]["verifiers"]["error"] = {"type": "ProviderError", "message": "engine 400"}
+
+
+def _infinite_latency(d):
+    d[10]["metadata"]["verifiers"]["metrics"]["latency"] = math.inf
+
+
+def _missing_latency(d):
+    del d[11]["metadata"]["verifiers"]["metrics"]["latency"]
+
+
+def _wrong_response_length(d):
+    d[2]["response_length"] = 4
+
+
 BREAKAGES = {
-    "missing_group_member": (_drop_member, ["11 samples", "group sizes"]),
+    "missing_group_member": (_drop_member, ["11 samples", "group_index counts"]),
+    "member_moved_to_another_group": (_moved_member, ["group_index counts {0: 4, 1: 5, 2: 3}"]),
+    "group_indices_not_from_zero": (_shifted_groups, ["group_index counts {1: 4, 2: 4, 3: 4}, expected {0: 4"]),
     "non_finite_reward": (_nan_reward, ["sample 0 (group 0): reward nan"]),
     "misaligned_mask": (_misaligned_mask, ["disagree: (3, 2, 3)"]),
+    "response_length_disagrees": (_wrong_response_length, ["disagree: (3, 3, 4)"]),
     "wrong_fastest_sum": (_wrong_fastest, ["group 1: 'fastest' sums to 0.75, expected 0.5"]),
     "extra_reward_component": (_extra_component, ["reward components"]),
+    "missing_reward_component": (_missing_component, ["reward components ['correct', 'fastest'] !="]),
     "aborted_status": (_bad_status, ["only completed/truncated"]),
+    "failed_status": (_failed_status, ["only completed/truncated"]),
+    "no_completed_sample": (_no_completed, ["no completed sample"]),
     "non_binary_metric": (_non_binary_metric, ["metric 'passed' is 0.5"]),
     "no_success": (_no_pass, ["0 successes, expected at least 1"]),
     "non_finite_logprob": (_infinite_logprob, ["non-finite"]),
+    "non_finite_latency": (_infinite_latency, ["metric 'latency' is inf, expected a finite number"]),
+    "missing_latency": (_missing_latency, ["metric 'latency' is None, expected a finite number"]),
+    "error_in_metadata": (_error_in_metadata, ["sample 9 (group 2): metadata carries an error"]),
 }
 
 

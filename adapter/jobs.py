@@ -23,6 +23,7 @@ from adapter.generations import installed
 from adapter.hooks import RolloutHooks
 from adapter.identity import renderer_identity
 from adapter.preflight import check_engine, check_vocab, resolve_tokenizer
+from adapter.proxies import bypass_proxies_for_loopback
 from adapter.rollout import Orchestrator, TrainOutput
 from adapter.settings import Settings
 from adapter.validation import EnvFacts, validate
@@ -78,6 +79,7 @@ def renderer_model_for(checkpoint: str) -> str:
 async def run_rollouts(settings: Settings, *, engine_url: str, tokenizer_path: str | None = None) -> TrainOutput:
     validate(settings)  # the cheap checks first: options and the config file, then the engine
     load_env_config(settings.verifiers_config)
+    bypass_proxies_for_loopback()  # a loopback engine and bridge are never reached through a proxy
     info = await check_engine(engine_url)
     orchestrator = prepare_orchestrator(settings, engine_url=engine_url, tokenizer_path=tokenizer_path)
     if "vocab_size" in info and orchestrator.tokenizer_path:

@@ -39,6 +39,7 @@ from adapter.engine_stats import CallStats, SessionStats
 from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
 from adapter.generations import EpisodeBackend
 from adapter.hooks import RolloutHooks
+from adapter.proxies import bypass_proxies_for_loopback
 from adapter.samples import (
     GroupOutcome,
     assemble_group,
@@ -120,6 +121,7 @@ class Orchestrator:
     async def _session(
         self, settings: Settings, engine_url: str | Callable[[], str] | None = None
     ) -> AsyncIterator[tuple[Any, SGLangClient, SessionStats]]:
+        bypass_proxies_for_loopback()  # the served bridge and the harness' calls stay direct
         engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router)
         app = create_app(settings, engine, model=self.model)
         self._bridge = app.state.bridge

@@ -7,7 +7,11 @@ tracked by pid (their own process group) and stopped by this runner only.
 
 Arguments are argv lists (no shell). Two placeholders are resolved at run time, only when a
 step uses them: `{uv_tool_bin}` (`uv tool dir --bin`) and `{tiny_model_dir}` (the cached
-tiny model of the CPU tier). Env values may refer to `$VARS` of the runner's environment.
+tiny model of the CPU tier). Env values are literal: `$VARS` are never expanded; a step puts
+directories before PATH with `path_prepend`. Every step's environment gets the loopback hosts
+in NO_PROXY/no_proxy (adapter/proxies.py), and the runner's own health probes ignore proxy
+variables. A foreground step's deadline holds whether or not it prints (e2e/process.py): on
+expiry its whole process group is killed and the failure names the step.
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ from typing import TextIO
 
 import httpx
 
-from e2e.plan import REPO, PlanOptions, Step, cpu_plan, gpu_plan
+from adapter.proxies import bypass_proxies_for_loopback
+from e2e.interpreter import BaseInterpreterError
+from e2e.plan import REPO, PlanOptions, Step, base_interpreter, cpu_plan, gpu_plan, gpu_plan_notes
+from e2e.process import StepTimeout, run_with_deadline
 
 
 class StepFailed(RuntimeError):
-    def __init__(self, step: Step, reason: str, tail: str = "") -> None:
+    def __init__(self, step: Step, reason: str, tail: str = "", *, timed_out: bool = False) -> None:
         super().__init__(f"step {step.name!r} failed: {reason}" + (f"\n--- log tail ---\n{tail}" if tail else ""))
-        self.step = step
+        self.step, self.timed_out = step, timed_out
 
 
 def _uv_tool_bin() -> str:
@@ -46,6 +53,7 @@ def _tiny_model_dir() -> str:
     return str(build_tiny_model())
 
 
+TIMED = ("run", "wait_http")  # the kinds whose `timeout_s` the runner enforces
 PLACEHOLDERS: dict[str, Callable[[], str]] = {"{uv_tool_bin}": _uv_tool_bin, "{tiny_model_dir}": _tiny_model_dir}
 
 
@@ -55,9 +63,9 @@ def describe(steps: Sequence[Step]) -> list[dict[str, object]]:
         return text.replace(str(REPO), "<repo>")
 
     return [{"name": s.name, "kind": s.kind, "argv": [show(a) for a in s.argv],
-             "env": {k: show(v) for k, v in s.env}, "cwd": show(s.cwd) if s.cwd else None,
-             "produces": [show(p) for p in s.produces],
-             "always": s.always, "gpu": s.gpu} for s in steps]
+             "env": {k: show(v) for k, v in s.env}, "path_prepend": [show(p) for p in s.path_prepend],
+             "cwd": show(s.cwd) if s.cwd else None, "produces": [show(p) for p in s.produces],
+             "timeout_s": s.timeout_s, "always": s.always, "gpu": s.gpu} for s in steps]
 
 
 @dataclass
@@ -66,6 +74,7 @@ class Runner:
     out: TextIO = sys.stdout
     resolved: dict[str, str] = field(default_factory=dict)
     background: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    failure: StepFailed | None = None  # the step that failed (and why), after `run`
 
     def log(self, step: str, line: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')} {step}] {line}", file=self.out, flush=True)
@@ -83,25 +92,25 @@ class Runner:
 
     def _env(self, step: Step) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({k: os.path.expandvars(v) for k, v in step.env})
+        env.update(step.env)  # literal values: nothing is expanded
+        if step.path_prepend:
+            env["PATH"] = os.pathsep.join([*step.path_prepend, *filter(None, [os.environ.get("PATH")])])
+        bypass_proxies_for_loopback(env)
         return env
 
     def _run(self, step: Step) -> None:
-        log_path = self.log_dir / f"{step.name}.log"
         tail: list[str] = []
-        with log_path.open("w") as log, subprocess.Popen(
-            self._argv(step), env=self._env(step), cwd=step.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        ) as proc:
-            deadline = time.monotonic() + step.timeout_s
-            for raw in proc.stdout:  # type: ignore[union-attr]
-                line = raw.decode(errors="replace").rstrip()
+        with (self.log_dir / f"{step.name}.log").open("w") as log:
+            def on_line(line: str) -> None:
                 log.write(line + "\n")
-                tail = [*tail[-39:], line]
+                tail[:] = [*tail[-39:], line]
                 self.log(step.name, line)
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    raise StepFailed(step, f"timed out after {step.timeout_s:.0f}s", "\n".join(tail))
-            code = proc.wait()
+
+            try:
+                code = run_with_deadline(self._argv(step), env=self._env(step), cwd=step.cwd,
+                                         timeout_s=step.timeout_s, on_line=on_line)
+            except StepTimeout as exc:
+                raise StepFailed(step, str(exc), "\n".join(tail), timed_out=True) from exc
         if code != 0:
             raise StepFailed(step, f"exit status {code}", "\n".join(tail))
 
@@ -121,7 +130,7 @@ class Runner:
                     tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-4000:]
                     raise StepFailed(step, f"{name} exited with status {proc.returncode}", tail)
             try:
-                if httpx.get(url, timeout=5.0).status_code == 200:
+                if httpx.get(url, timeout=5.0, trust_env=False).status_code == 200:
                     self.log(step.name, f"{url} is up")
                     return
             except httpx.TransportError:
@@ -166,11 +175,14 @@ class Runner:
                 try:
                     self.execute(step)
                 except StepFailed as exc:
-                    failure = exc
+                    failure = failure or exc
                     self.log(step.name, str(exc))
         finally:
             for name in list(self.background):
                 self.stop(name)
+        self.failure = failure
+        if failure is not None:
+            self.log("runner", f"FAILED at step {failure.step.name!r}" + (" (timed out)" if failure.timed_out else ""))
         return 1 if failure else 0
 
 
@@ -186,30 +198,64 @@ def cuda_available() -> bool:
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+def print_plan(steps: Sequence[Step], notes: Sequence[str], out: TextIO | None = None) -> None:
+    """The dry run: the plan's notes, then every step with its environment and deadline."""
+    out = out or sys.stdout
+    for note in notes:
+        print(note.replace(str(REPO), "<repo>"), file=out)
+    for i, step in enumerate(describe(steps), 1):
+        env = [f"{k}={v}" for k, v in step["env"].items()]  # type: ignore[union-attr]
+        if step["path_prepend"]:
+            env.append("PATH=" + os.pathsep.join([*step["path_prepend"], "<runner's PATH>"]))  # type: ignore[misc]
+        flags = ", ".join(filter(None, [str(step["kind"]), "gpu" if step["gpu"] else "",
+                                        "always" if step["always"] else "",
+                                        f"timeout {step['timeout_s']:g}s" if step["kind"] in TIMED else ""]))
+        print(f"{i:>2}. {step['name']} [{flags}]" + (f" cwd={step['cwd']}" if step["cwd"] else ""), file=out)
+        print(f"      {' '.join([*env, *step['argv']])}", file=out)  # type: ignore[misc]
+
+
+def _gpu_options(args: argparse.Namespace, run_dir: Path) -> PlanOptions:
+    options = PlanOptions(run_dir=str(run_dir), trainer=args.trainer, sglang_attention_backend=args.attention_backend,
+                          sglang_port=args.sglang_port or free_port(), system_package=args.system_package)
+    base = base_interpreter(PlanOptions(base_python=args.base_python))
+    return PlanOptions(**{**options.__dict__, "base_python": base.executable, "python_tag": base.lib_tag,
+                          "base_python_how": base.how})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.runner", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tier", choices=["gpu", "cpu", "auto"], default="auto")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--trainer", choices=["none", "miles"], default="none")
+    parser.add_argument("--base-python", default=None, metavar="PATH",
+                        help="GPU tier: the runner image's system Python the venvs are built on "
+                             "(default: the first python3 on PATH outside any virtual environment)")
+    parser.add_argument("--attention-backend", default=PlanOptions.sglang_attention_backend,
+                        help="GPU tier: SGLang's --attention-backend (fa3 on H100/H200; flashinfer on Ampere/Ada)")
+    parser.add_argument("--sglang-port", type=int, default=0, help="GPU tier: SGLang's port (default: a free one)")
+    parser.add_argument("--system-package", default=PlanOptions.system_package,
+                        help="GPU tier: a package of the base Python's site the new venv must import")
     args = parser.parse_args(argv)
     tier = args.tier
     if tier == "auto":
         tier = "gpu" if cuda_available() else "cpu"
         print(f"e2e: {tier.upper()} tier ({'CUDA found' if tier == 'gpu' else 'no CUDA: nvidia-smi absent'})")
     run_dir = Path(args.run_dir or REPO / "runs" / f"e2e-{tier}").absolute()
+    notes: list[str] = []
     if tier == "gpu":
-        steps = gpu_plan(PlanOptions(run_dir=str(run_dir), trainer=args.trainer))
+        try:
+            options = _gpu_options(args, run_dir)
+        except BaseInterpreterError as exc:
+            print(f"e2e.runner: error: {exc}", file=sys.stderr)
+            return 2
+        steps, notes = gpu_plan(options), gpu_plan_notes(options)
     else:
         from adapter.generations import installed
 
         steps = cpu_plan(str(run_dir), port=free_port(), envs_dir=str(installed().bundled_envs()))
     if args.dry_run:
-        for i, step in enumerate(describe(steps), 1):
-            env = " ".join(f"{k}={v}" for k, v in step["env"].items())  # type: ignore[union-attr]
-            print(f"{i:>2}. {step['name']} [{step['kind']}{', gpu' if step['gpu'] else ''}"
-                  f"{', always' if step['always'] else ''}]" + (f" cwd={step['cwd']}" if step["cwd"] else ""))
-            print(f"      {env + ' ' if env else ''}{' '.join(step['argv'])}")  # type: ignore[arg-type]
+        print_plan(steps, notes)
         return 0
     return Runner(log_dir=run_dir / "logs").run(steps)
 

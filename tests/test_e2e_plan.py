@@ -1,26 +1,30 @@
-"""The E2E plans as data (snapshot-locked) and the runner, planned and partly run on CPU.
+"""The E2E plans as data (snapshot-locked) and what the GPU tier's plan must contain (issue 15).
 
 Regenerate the plan snapshots with `uv run pytest tests/test_e2e_plan.py --snapshot-update`.
+The steps themselves run on CPU in tests/test_e2e_runner.py and tests/test_gpu_prechecks.py.
 """
 
 from __future__ import annotations
 
-import io
-import subprocess
-import sys
-from pathlib import Path
+import dataclasses
 
 import pytest
 
-from e2e.plan import REPO, PlanOptions, Step, cpu_plan, gpu_plan
-from e2e.runner import Runner, describe, main
+from e2e.plan import REPO, PlanOptions, cpu_plan, gpu_plan, gpu_plan_notes
+from e2e.runner import describe, main
 
-# Fixed interpreter and run dir so the snapshot does not depend on the machine.
-OPTIONS = PlanOptions(run_dir=str(REPO / "runs" / "e2e-gpu"), python="python3.11", python_tag="python3.11")
+# Fixed interpreter, port and run dir so the snapshot does not depend on the machine.
+OPTIONS = PlanOptions(run_dir=str(REPO / "runs" / "e2e-gpu"), base_python="/usr/bin/python3", python_tag="python3.11",
+                      base_python_how="the first python3 on PATH outside any venv: /usr/bin/python3")
+
+
+def steps_by_name(options: PlanOptions = OPTIONS):
+    return {s.name: s for s in gpu_plan(options)}
 
 
 def test_gpu_plan_is_snapshot_locked(snapshot) -> None:
-    assert describe(gpu_plan(OPTIONS)) == snapshot
+    notes = [note.replace(str(REPO), "<repo>") for note in gpu_plan_notes(OPTIONS)]
+    assert {"notes": notes, "steps": describe(gpu_plan(OPTIONS))} == snapshot
 
 
 def test_cpu_plan_is_snapshot_locked(snapshot) -> None:
@@ -28,88 +32,95 @@ def test_cpu_plan_is_snapshot_locked(snapshot) -> None:
 
 
 def test_miles_variant_replaces_the_rollout_step() -> None:
-    names = [s.name for s in gpu_plan(PlanOptions(trainer="miles", python="python3.11"))]
+    names = [s.name for s in gpu_plan(dataclasses.replace(OPTIONS, trainer="miles"))]
     assert "miles-train" in names and "rollouts" not in names
 
 
 @pytest.mark.parametrize(
     ("change", "expected"),
     [({"groups": 5}, "--groups 5"), ({"n": 8}, "--n 8"), ({"sglang_port": 31000}, "--port 31000"),
-     ({"verifiers_tag": "v0.2.1"}, "--branch v0.2.1"), ({"prime_version": "9.9.9"}, "prime==9.9.9"),
-     ({"model_id": "Qwen/Qwen3-1.7B"}, "download Qwen/Qwen3-1.7B")],
+     ({"verifiers_tag": "v0.2.1"}, "refs/tags/v0.2.1"), ({"prime_version": "9.9.9"}, "prime==9.9.9"),
+     ({"model_id": "Qwen/Qwen3-1.7B"}, "download Qwen/Qwen3-1.7B"),
+     ({"sglang_attention_backend": "flashinfer"}, "--attention-backend flashinfer"),
+     ({"sglang_min_cuda": "12.8"}, "--min-cuda 12.8"), ({"system_package": "numpy"}, "--expect-system-package numpy"),
+     ({"base_python": "/opt/conda/bin/python3"}, "--python /opt/conda/bin/python3")],
 )
 def test_option_changes_show_up_in_the_plan(change, expected) -> None:
     default = " ".join(" ".join(s.argv) for s in gpu_plan(OPTIONS))
-    changed = " ".join(" ".join(s.argv) for s in gpu_plan(PlanOptions(**{**OPTIONS.__dict__, **change})))
+    changed = " ".join(" ".join(s.argv) for s in gpu_plan(dataclasses.replace(OPTIONS, **change)))
     assert expected in changed and expected not in default
 
 
-def test_setup_mistakes_that_broke_before_stay_fixed() -> None:
-    steps = {s.name: s for s in gpu_plan(OPTIONS)}
-    assert "--system-site-packages" in steps["venv"].argv
-    assert steps["install-adapter"].argv[:4] == ("uv", "pip", "install", "--python")  # into the venv
-    assert steps["install-env"].argv[0] == "{uv_tool_bin}/prime"  # not on PATH
-    rollout_env = dict(steps["rollouts"].env)
-    assert "venv/lib/python3.11/site-packages" in rollout_env["PYTHONPATH"]
-    assert "code_golf_v1" in rollout_env["PYTHONPATH"]
-    assert steps["stop-sglang"].always
-    assert steps["start-sglang"].argv[0].endswith("sglang-venv/bin/python")  # its own environment
+def test_both_venvs_are_built_on_the_base_interpreter_and_the_system_site_is_probed() -> None:
+    steps = steps_by_name()
+    for venv in ("venv", "sglang-venv"):
+        argv = steps[venv].argv
+        assert argv[argv.index("--python") + 1] == "/usr/bin/python3" and "--system-site-packages" in argv
+    names = list(steps)
+    assert names.index("venv") < names.index("check-system-site") < names.index("install-locked")
+    assert steps["check-system-site"].argv[-2:] == ("--expect-system-package", "torch")
+    assert "base interpreter: /usr/bin/python3 (Python 3.11), the first python3 on PATH outside any venv" in (
+        gpu_plan_notes(OPTIONS)[0])
+
+
+def test_installs_come_from_the_lock_with_hashes() -> None:
+    steps = steps_by_name()
+    export = steps["export-lock"].argv
+    assert export[:3] == ("uv", "export", "--frozen") and "--no-emit-project" in export
+    locked = export[export.index("--output-file") + 1]
+    for name in ("install-locked", "repin-locked"):
+        assert steps[name].argv[-3:] == ("--require-hashes", "-r", locked)
+    assert "--no-deps" in steps["install-adapter"].argv  # the project itself adds no unlocked dependency
+    unlocked = [s.name for s in steps.values() if s.argv[:3] == ("uv", "pip", "install")
+                and "--require-hashes" not in s.argv and "--no-deps" not in s.argv]
+    assert unlocked == ["install-sglang"]  # pinned by version, in its own venv
+
+
+def test_no_step_clones_or_copies_into_an_existing_dir() -> None:
+    argvs = [s.argv for s in gpu_plan(OPTIONS)]
+    assert not any(argv[:2] == ("git", "clone") for argv in argvs)
+    assert not any(argv[:2] == ("cp", "-r") for argv in argvs)  # `cp -r a b` nests a/ into b/ on a rerun
+    assert all("--clear" in argv for argv in argvs if argv[:2] == ("uv", "venv"))
+
+
+def test_no_plan_value_refers_to_a_shell_variable() -> None:
+    """The runner never expands `$VARS`: a plan that relied on it would get them literally."""
+    for step in [*gpu_plan(OPTIONS), *gpu_plan(dataclasses.replace(OPTIONS, trainer="miles")), *cpu_plan()]:
+        values = [*step.argv, *(v for _, v in step.env), *step.path_prepend, step.cwd or ""]
+        assert not any("$" in value for value in values), step.name
+    assert steps_by_name()["install-env"].path_prepend == (f"{REPO}/runs/e2e-gpu/venv/bin",)
+
+
+def test_the_driver_is_checked_before_anything_is_installed() -> None:
+    steps = gpu_plan(OPTIONS)
+    assert steps[0].name == "check-driver" and steps[0].gpu
+    assert steps[0].argv[1:] == ("-m", "e2e.driver", "--sglang-version", "0.5.15", "--min-cuda", "13.0",
+                                 "--min-glibc", "2.34")
+
+
+def test_sglang_is_checked_live_then_the_rollouts_are_recorded() -> None:
+    steps = steps_by_name()
+    names = list(steps)
+    assert names.index("wait-sglang") < names.index("check-sglang") < names.index("rollouts")
+    check = steps["check-sglang"].argv
+    assert check[2:] == ("adapter.cli", "check", "--sglang-url", "http://127.0.0.1:30000")
+    rollouts = steps["rollouts"].argv
+    assert rollouts[rollouts.index("--record") + 1] == f"{REPO}/runs/e2e-gpu/cassette"
+    assert names.index("reset-outputs") < names.index("rollouts")  # a rerun records afresh
+    assert "--attention-backend" in steps["start-sglang"].argv
 
 
 def test_gpu_only_steps_are_marked() -> None:
     gpu = {s.name for s in gpu_plan(OPTIONS) if s.gpu}
-    assert {"install-sglang", "start-sglang", "wait-sglang", "rollouts"} <= gpu
-    assert "venv" not in gpu
+    assert {"check-driver", "install-sglang", "start-sglang", "wait-sglang", "check-sglang", "rollouts"} <= gpu
+    assert not gpu & {"venv", "check-system-site", "install-locked", "copy-env", "verify"}
 
 
-def test_dry_run_prints_the_plan(capsys) -> None:
-    assert main(["--tier", "gpu", "--dry-run"]) == 0
+def test_dry_run_shows_interpreter_locks_idempotence_proxies_check_and_record(capsys) -> None:
+    assert main(["--tier", "gpu", "--dry-run", "--sglang-port", "31234"]) == 0
     out = capsys.readouterr().out
-    assert "uv venv --clear" in out and "{uv_tool_bin}/prime --plain env install code-golf-v1" in out
-
-
-def test_step_one_really_builds_a_venv_that_sees_system_site_packages(tmp_path: Path) -> None:
-    """The venv step runs here; an install lands in the venv; `uv tool dir --bin` resolves."""
-    options = PlanOptions(run_dir=str(tmp_path / "run"), python=sys.executable)
-    venv_step = gpu_plan(options)[0]
-    assert Runner(log_dir=tmp_path / "logs", out=io.StringIO()).run([venv_step]) == 0
-    venv_python = tmp_path / "run" / "venv" / "bin" / "python"
-    probe = "import sys, pytest; print(sys.prefix); print(pytest.__file__)"
-    prefix, seen = subprocess.run([str(venv_python), "-c", probe], capture_output=True, text=True,
-                                  check=True).stdout.split()
-    assert Path(prefix) == tmp_path / "run" / "venv"
-    assert not seen.startswith(str(tmp_path))  # a package from outside the venv is visible
-    install = Step("install", ("uv", "pip", "install", "--python", str(venv_python), "--no-deps", "six==1.16.0"))
-    assert Runner(log_dir=tmp_path / "logs", out=io.StringIO()).run([install]) == 0
-    located = subprocess.run([str(venv_python), "-c", "import six; print(six.__file__)"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-    assert located.startswith(str(tmp_path / "run" / "venv"))
-    tool_bin = subprocess.run(["uv", "tool", "dir", "--bin"], capture_output=True, text=True, check=True).stdout
-    assert Path(tool_bin.strip()).is_absolute()
-
-
-def test_runner_stops_at_the_first_failure_runs_cleanup_and_names_the_step(tmp_path: Path) -> None:
-    out = io.StringIO()
-    marker = tmp_path / "cleanup-ran"
-    steps = [
-        Step("ok", (sys.executable, "-c", "print('hello')")),
-        Step("sleeper", (sys.executable, "-c", "import time; time.sleep(60)"), kind="background"),
-        Step("boom", (sys.executable, "-c", "import sys; print('bad thing'); sys.exit(3)")),
-        Step("skipped", (sys.executable, "-c", "print('must not run')")),
-        Step("cleanup", (str(marker),), kind="write", content="x", always=True),
-        Step("stop", ("sleeper",), kind="stop", always=True),
-    ]
-    runner = Runner(log_dir=tmp_path / "logs", out=out)
-    assert runner.run(steps) == 1
-    text = out.getvalue()
-    assert "step 'boom' failed: exit status 3" in text and "bad thing" in text
-    assert "must not run" not in text
-    assert marker.exists() and runner.background == {}
-
-
-def test_wait_http_fails_fast_when_the_server_died(tmp_path: Path) -> None:
-    steps = [Step("server", (sys.executable, "-c", "raise SystemExit(4)"), kind="background"),
-             Step("wait", ("http://127.0.0.1:9/health",), kind="wait_http", timeout_s=60)]
-    out = io.StringIO()
-    assert Runner(log_dir=tmp_path / "logs", out=out).run(steps) == 1
-    assert "server exited with status 4" in out.getvalue()
+    for expected in ("base interpreter: ", "outside any venv", "check-system-site", "uv export --frozen",
+                     "--require-hashes", "re-runnable", "git init", "cp -rT", "NO_PROXY", "timeout",
+                     "check-driver", "--attention-backend fa3", "adapter.cli check --sglang-url http://127.0.0.1:31234",
+                     "--record <repo>/runs/e2e-gpu/cassette", "{uv_tool_bin}/prime --plain env install code-golf-v1"):
+        assert expected in out, expected

@@ -1,7 +1,9 @@
 """The GPU tier: the whole plan (real SGLang, Qwen3-0.6B, code-golf-v1). `pytest -m gpu`.
 
-Skipped with "needs CUDA" on machines without a GPU; its plan is tested on CPU in
-tests/test_e2e_plan.py.
+Marked `e2e` as well as `gpu`, so the fast lane (`-m "not e2e"`) never selects it, even on a
+machine with CUDA (tests/test_gpu_prechecks.py proves it with a faked detector); `tox -e e2e`
+runs the tier through `python -m e2e.runner` instead. Skipped with "needs CUDA" on machines
+without a GPU; its plan is tested on CPU in tests/test_e2e_plan.py and tests/test_gpu_prechecks.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import pytest
 from e2e.plan import PlanOptions, gpu_plan
 from e2e.runner import Runner, cuda_available
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs CUDA (nvidia-smi -L failed)")]
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e,
+              pytest.mark.skipif(not cuda_available(), reason="needs CUDA (nvidia-smi -L failed)")]
 
 
 def test_gpu_tier_runs_grouped_rollouts_and_verifies(tmp_path) -> None:

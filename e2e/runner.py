@@ -57,14 +57,15 @@ TIMED = ("run", "wait_http")  # the kinds whose `timeout_s` the runner enforces
 PLACEHOLDERS: dict[str, Callable[[], str]] = {"{uv_tool_bin}": _uv_tool_bin, "{tiny_model_dir}": _tiny_model_dir}
 
 
+def _show(text: str) -> str:
+    return text.replace(str(REPO), "<repo>")
+
+
 def describe(steps: Sequence[Step]) -> list[dict[str, object]]:
     """The plan as plain data, with the repository path shown as `<repo>`."""
-    def show(text: str) -> str:
-        return text.replace(str(REPO), "<repo>")
-
-    return [{"name": s.name, "kind": s.kind, "argv": [show(a) for a in s.argv],
-             "env": {k: show(v) for k, v in s.env}, "path_prepend": [show(p) for p in s.path_prepend],
-             "cwd": show(s.cwd) if s.cwd else None, "produces": [show(p) for p in s.produces],
+    return [{"name": s.name, "kind": s.kind, "argv": [_show(a) for a in s.argv],
+             "env": {k: _show(v) for k, v in s.env}, "path_prepend": [_show(p) for p in s.path_prepend],
+             "cwd": _show(s.cwd) if s.cwd else None, "produces": [_show(p) for p in s.produces],
              "timeout_s": s.timeout_s, "always": s.always, "gpu": s.gpu} for s in steps]
 
 
@@ -202,16 +203,15 @@ def print_plan(steps: Sequence[Step], notes: Sequence[str], out: TextIO | None =
     """The dry run: the plan's notes, then every step with its environment and deadline."""
     out = out or sys.stdout
     for note in notes:
-        print(note.replace(str(REPO), "<repo>"), file=out)
-    for i, step in enumerate(describe(steps), 1):
-        env = [f"{k}={v}" for k, v in step["env"].items()]  # type: ignore[union-attr]
-        if step["path_prepend"]:
-            env.append("PATH=" + os.pathsep.join([*step["path_prepend"], "<runner's PATH>"]))  # type: ignore[misc]
-        flags = ", ".join(filter(None, [str(step["kind"]), "gpu" if step["gpu"] else "",
-                                        "always" if step["always"] else "",
-                                        f"timeout {step['timeout_s']:g}s" if step["kind"] in TIMED else ""]))
-        print(f"{i:>2}. {step['name']} [{flags}]" + (f" cwd={step['cwd']}" if step["cwd"] else ""), file=out)
-        print(f"      {' '.join([*env, *step['argv']])}", file=out)  # type: ignore[misc]
+        print(_show(note), file=out)
+    for i, step in enumerate(steps, 1):
+        env = [f"{k}={v}" for k, v in step.env]
+        if step.path_prepend:
+            env.append("PATH=" + os.pathsep.join([*step.path_prepend, "<runner's PATH>"]))
+        flags = ", ".join(filter(None, [step.kind, "gpu" if step.gpu else "", "always" if step.always else "",
+                                        f"timeout {step.timeout_s:g}s" if step.kind in TIMED else ""]))
+        print(f"{i:>2}. {step.name} [{flags}]" + (f" cwd={_show(step.cwd)}" if step.cwd else ""), file=out)
+        print(_show(f"      {' '.join([*env, *step.argv])}"), file=out)
 
 
 def _gpu_options(args: argparse.Namespace, run_dir: Path) -> PlanOptions:

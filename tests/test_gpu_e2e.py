@@ -13,7 +13,7 @@ import io
 import pytest
 
 from e2e.plan import PlanOptions, gpu_plan
-from e2e.runner import Runner, cuda_available
+from e2e.runner import Runner, cuda_available, free_port
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e,
               pytest.mark.skipif(not cuda_available(), reason="needs CUDA (nvidia-smi -L failed)")]
@@ -21,5 +21,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.e2e,
 
 def test_gpu_tier_runs_grouped_rollouts_and_verifies(tmp_path) -> None:
     out = io.StringIO()
-    code = Runner(log_dir=tmp_path / "logs", out=out).run(gpu_plan(PlanOptions(run_dir=str(tmp_path / "run"))))
+    options = PlanOptions(run_dir=str(tmp_path / "run"), sglang_port=free_port())
+    code = Runner(log_dir=tmp_path / "logs", out=out).run(gpu_plan(options))
     assert code == 0, out.getvalue()[-5000:]

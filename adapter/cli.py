@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from adapter import __version__
+from adapter.check import add_check_command
 from adapter.commands import add_job_commands
 from adapter.errors import VfSglangError
+from adapter.recording import record_option
 
 
 def _versions(_: argparse.Namespace) -> int:
@@ -33,6 +35,7 @@ def _versions(_: argparse.Namespace) -> int:
 
 async def _serve_bridge_async(args: argparse.Namespace) -> int:
     from adapter.bridge import create_app
+    from adapter.recording import start_recording
     from adapter.serve import served
     from adapter.settings import Settings
     from adapter.sglang import SGLangClient, Timeouts
@@ -43,6 +46,7 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
         rollout_max_response_len=args.max_response_len,
         sglang_router_policy=args.router_policy,
     )
+    start_recording(args)
     engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout))
     try:
         async with served(create_app(settings, engine, model=args.model), host=args.host, port=args.port) as url:
@@ -73,6 +77,7 @@ def _add_serve_bridge(commands: Any) -> None:
         "Verifiers TrainClient. Prints its URL once it is ready.",
     )
     serve.add_argument("--sglang-url", required=True, help="the SGLang server or router, e.g. http://127.0.0.1:30000")
+    record_option(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
     serve.add_argument("--model", default=None, help="the model id episodes use; with --max-context-len it is "
@@ -153,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_bridge(commands)
     _add_miles_command(commands)
     add_job_commands(commands)
+    add_check_command(commands)
     compat = commands.add_parser("compat", help="print the verifiers × renderers compatibility table")
     compat.add_argument("--write", action="store_true",
                         help="write the table as a markdown document (to --out, default ./docs/compatibility.md)")

@@ -14,6 +14,7 @@ from typing import Any
 from adapter.bundled import BUNDLED_IDS, add_env_sources
 from adapter.generations import installed
 from adapter.jobs import run_rollouts
+from adapter.recording import record_option, start_recording
 from adapter.results import format_table, write_jsonl
 from adapter.settings import Settings
 
@@ -38,6 +39,7 @@ def _report(args: argparse.Namespace, groups: list[list[Any]], seconds: float) -
 
 
 def _rollout(args: argparse.Namespace) -> int:
+    start_recording(args)
     add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
     settings = _settings(args, config=Path(args.config), model=args.model, hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
@@ -65,6 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
     model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model()
     print(f"tiny Qwen3-shaped model: {model_dir}")
     add_env_sources([installed().bundled_tasksets()])
+    start_recording(args)
     groups = asyncio.run(_demo_async(args, model_dir))
     _report(args, groups, time.monotonic() - started)
     return 0
@@ -98,6 +101,7 @@ def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: s
     parser.add_argument("--max-context-len", type=int, default=2048, help="context length (default 2048)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
     parser.add_argument("--seed", type=int, default=None, help="seed base: rollout i samples with seed+i")
+    record_option(parser)
 
 
 def add_job_commands(commands: Any) -> None:

@@ -86,11 +86,18 @@ class SGLangClient:
         retry: RetryPolicy = RetryPolicy(),
         use_miles_router: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
+        wrap_transport: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
     ) -> None:
+        from adapter.recording import active_wrap
+
         self._base_url = base_url
         self.timeouts = timeouts
         self.retry = retry
         self.use_miles_router = use_miles_router
+        # `wrap_transport` (e.g. a cassette recorder) wraps the transport; `--record DIR` installs one.
+        wrap_transport = wrap_transport or active_wrap()
+        if wrap_transport is not None:
+            transport = wrap_transport(transport or httpx.AsyncHTTPTransport())
         self._http = httpx.AsyncClient(timeout=timeouts.to_httpx(), transport=transport)
 
     @property

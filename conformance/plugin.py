@@ -5,6 +5,10 @@ Fixtures:
     to that host goes to the engine; other hosts are not intercepted). Script it with
     `sglang_mock.script(Completion(...), Fault(status=503), ...)`, then assert on
     `sglang_mock.requests`.
+  * `sglang_replay` — `sglang_replay(cassette_path)` serves a recorded cassette
+    (`adapter.recording`) through respx at the cassette's engine URL and returns the
+    `CassetteReplay`; strict: a request the cassette did not record fails the test, naming the
+    nearest recorded request (`conformance.replay`).
   * `qwen3_tokenizer` — a directory with the real Qwen3 tokenizer files, installed once per
     session from the pinned test dependency, offline.
 Options: `--sglang-url URL` (or `SGLANG_URL`) points `live`-marked checks at a real server.
@@ -12,14 +16,16 @@ Options: `--sglang-url URL` (or `SGLANG_URL`) points `live`-marked checks at a r
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from conformance.assets import install_qwen3_tokenizer
 from conformance.engine import ScriptedEngine
+from conformance.replay import CassetteReplay, load_cassette
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +41,22 @@ def sglang_mock() -> Iterator[ScriptedEngine]:
     with respx.mock(base_url=engine.url, assert_all_mocked=True, assert_all_called=False) as router:
         router.route().mock(side_effect=engine.handle)
         yield engine
+
+
+@pytest.fixture
+def sglang_replay() -> Iterator[Callable[[str | Path], CassetteReplay]]:
+    import respx
+
+    with contextlib.ExitStack() as stack:
+
+        def replay(cassette: str | Path) -> CassetteReplay:
+            served = CassetteReplay(load_cassette(cassette))
+            router = stack.enter_context(
+                respx.mock(base_url=served.cassette.engine_url, assert_all_mocked=True, assert_all_called=False))
+            router.route().mock(side_effect=served.handle)
+            return served
+
+        yield replay
 
 
 @pytest.fixture(scope="session")

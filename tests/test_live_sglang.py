@@ -1,6 +1,9 @@
 """Live conformance: `uv run pytest -m live --sglang-url http://127.0.0.1:30000` (or SGLANG_URL).
 
-Skipped with "needs a live SGLang server" otherwise. The same checks run in the GPU E2E tier.
+Skipped with "needs a live SGLang server" otherwise. The checks are `conformance.live`'s, the
+same implementation `vf-sglang check` runs; a check that does not apply to the server (the
+seed check without --enable-deterministic-inference, the routing check without a router)
+skips with its reason.
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from adapter.sglang import SGLangClient
-from conformance.live import check_generate
+from conformance.live import CHECKS, read_facts, run_check
 
 pytestmark = pytest.mark.live
 
@@ -24,22 +27,11 @@ async def test_live_server_is_healthy(engine) -> None:
     await engine.get("/health")
 
 
-async def test_live_generate_passes_the_wire_contract(engine) -> None:
-    response = await check_generate(engine)
-    assert response["choices"][0]["finish_reason"] in {"stop", "length"}
-
-
-async def test_live_length_budget_is_honoured(engine) -> None:
-    response = await check_generate(engine, max_tokens=2, stop_token_ids=[])
-    choice = response["choices"][0]
-    assert len(choice["token_ids"]) <= 2
-
-
-async def test_live_same_seed_same_tokens(engine) -> None:
-    first = await check_generate(engine, temperature=0.8, seed=1234)
-    second = await check_generate(engine, temperature=0.8, seed=1234)
-    assert first["choices"][0]["token_ids"] == second["choices"][0]["token_ids"]
-
-
-async def test_live_abort_all_is_accepted(engine) -> None:
-    assert await engine.abort_all()
+@pytest.mark.parametrize("name", CHECKS)
+async def test_live_check(engine, name: str) -> None:
+    facts = await read_facts(engine)
+    assert facts.speaks_sglang, f"GET /get_model_info answered {facts.model_info!r}: not an SGLang server"
+    result = await run_check(name, engine, facts)
+    if result.status == "skip":
+        pytest.skip(result.detail)
+    assert result.status == "pass", result.detail

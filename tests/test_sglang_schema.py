@@ -206,3 +206,19 @@ def test_reference_engine_outputs_have_sglangs_shape(case: str, reference_engine
         body = {"input_ids": prompt, "sampling_params": sampling, "return_logprob": return_logprob}
         output = reference_output(reference_engine, body, aborted=aborted)
         assert_sglang_shaped(SOURCES, output, return_logprob=return_logprob)
+
+
+CASSETTES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "cassettes").glob("*.jsonl"))
+
+
+@needs_trees
+@pytest.mark.parametrize("cassette", CASSETTES, ids=[p.stem for p in CASSETTES])
+def test_every_recorded_exchange_is_what_sglang_accepts_and_answers(cassette: Path, tokenizer: Any) -> None:
+    from conformance.replay import load_cassette
+
+    for exchange in load_cassette(cassette).exchanges:
+        request, response = exchange["request"], exchange["response"]
+        if request["path"] != "/generate" or response["status"] != 200:
+            continue
+        assert_accepted(SOURCES, request["body"], tokenizer=tokenizer, vocab_size=VOCAB)
+        assert_sglang_shaped(SOURCES, response["body"], return_logprob=bool(request["body"].get("return_logprob")))

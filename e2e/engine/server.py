@@ -18,6 +18,9 @@ SGLang 0.5's native HTTP API that the adapter uses, with SGLang's shapes.
     GET  /get_model_info  {"model_path": <model_id>, "tokenizer_path": <model dir>,
                            "is_generation": true, ...}
     POST /flush_cache     {} (there is no prefix cache: `cached_tokens` is always 0)
+    GET  /get_server_info {"model_path", "context_length", "enable_deterministic_inference": true
+                           (one stream, a seeded generator), "version": null (not an SGLang
+                           release), "engine": "vf-sglang reference engine"}
 
 A refused request answers HTTP 400 with SGLang's `{"error": {"message": ...}}`. Decoding runs
 in worker threads (`asyncio.to_thread`) behind one compute lock, so requests are served one
@@ -210,6 +213,18 @@ def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> 
     async def flush_cache(request: Request) -> Response:
         return JSONResponse({})
 
+    async def server_info(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "model_path": engine.model_id,
+                "tokenizer_path": str(engine.model_dir),
+                "context_length": engine.generator.context_length,
+                "enable_deterministic_inference": True,
+                "version": None,
+                "engine": "vf-sglang reference engine (transformers on CPU)",
+            }
+        )
+
     app = Starlette(
         routes=[
             Route("/generate", generate, methods=["POST"]),
@@ -217,6 +232,7 @@ def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> 
             Route("/health", health, methods=["GET"]),
             Route("/get_model_info", model_info, methods=["GET"]),
             Route("/flush_cache", flush_cache, methods=["GET", "POST"]),
+            Route("/get_server_info", server_info, methods=["GET"]),
         ]
     )
     app.state.engine = engine

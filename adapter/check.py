@@ -53,7 +53,7 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckRe
     settings = Settings(
         verifiers_config=str(args.config), rollout_batch_size=1, n_samples_per_prompt=2, over_sampling_batch_size=1,
         rollout_max_response_len=64, rollout_max_context_len=facts.context_length,
-        renderer_model_name=model, hf_checkpoint=args.tokenizer or model,
+        renderer_model_name=model, hf_checkpoint=args.tokenizer or model, rollout_global_dataset=False,
     )  # fmt: skip
     add_env_sources([installed().bundled_tasksets()])
     try:

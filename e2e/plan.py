@@ -178,7 +178,8 @@ def gpu_plan(options: PlanOptions | None = None) -> list[Step]:
              kind="background", produces=(f"{run}/logs/start-sglang.log",), gpu=True),
         Step("wait-sglang", (f"{url}/health",), kind="wait_http", timeout_s=options.health_timeout_s, gpu=True),
         # The live conformance checks (adapter/check.py) against the real server.
-        Step("check-sglang", (py, "-m", "adapter.cli", "check", "--sglang-url", url), env=importable,
+        Step("check-sglang", (py, "-m", "adapter.cli", "check", "--sglang-url", url, "--tokenizer", model_dir),
+             env=importable,
              timeout_s=900, gpu=True),
         Step("write-config", (f"{run}/code-golf-v1.toml",), kind="write", content=CODE_GOLF_CONFIG,
              produces=(f"{run}/code-golf-v1.toml",)),

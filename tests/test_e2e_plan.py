@@ -103,7 +103,8 @@ def test_sglang_is_checked_live_then_the_rollouts_are_recorded() -> None:
     names = list(steps)
     assert names.index("wait-sglang") < names.index("check-sglang") < names.index("rollouts")
     check = steps["check-sglang"].argv
-    assert check[2:] == ("adapter.cli", "check", "--sglang-url", "http://127.0.0.1:30000")
+    assert check[2:] == ("adapter.cli", "check", "--sglang-url", "http://127.0.0.1:30000", "--tokenizer",
+                         f"{REPO}/runs/e2e-gpu/models/Qwen/Qwen3-0.6B")
     rollouts = steps["rollouts"].argv
     assert rollouts[rollouts.index("--record") + 1] == f"{REPO}/runs/e2e-gpu/cassette"
     assert names.index("reset-outputs") < names.index("rollouts")  # a rerun records afresh

@@ -22,7 +22,6 @@ from conformance.policies import TextPolicy
 from e2e.verify import expectation_for, load_samples, verify
 
 VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
-ENVS = Path(__file__).resolve().parent.parent / "fixtures" / "envs"
 PROXY_VARS = ("http_proxy", "HTTP_PROXY")
 
 
@@ -68,14 +67,18 @@ async def test_a_proxy_reading_client_reaches_a_loopback_server_once_bypassed(mo
 
 @pytest.mark.usefixtures("proxy_nowhere")
 async def test_the_rollout_command_works_on_a_proxied_machine(tmp_path, qwen3_tokenizer) -> None:
-    """Engine (loopback), bridge and the harness' calls to Verifiers' interception server."""
+    """Engine (loopback), served bridge (generation B) and the harness' calls to Verifiers'
+    interception server."""
+    from adapter.generations import installed
+
+    config = installed().bundled_envs() / "group-v1.toml"  # B: its TrainClient calls the served bridge
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "banana"))
     out = tmp_path / "samples.jsonl"
     env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
     async with served(asgi_app(engine)) as url:
         process = await asyncio.create_subprocess_exec(
-            VF_SGLANG, "rollout", "--sglang-url", url, "--config", str(ENVS / "group-v1.toml"),
+            VF_SGLANG, "rollout", "--sglang-url", url, "--config", str(config),
             "--model", "Qwen/Qwen3-0.6B", "--tokenizer", str(qwen3_tokenizer), "--groups", "1", "--n", "2",
             "--out", str(out), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, stderr = await asyncio.wait_for(process.communicate(), timeout=300)

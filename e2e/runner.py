@@ -103,6 +103,8 @@ class Runner:
         tail: list[str] = []
         with (self.log_dir / f"{step.name}.log").open("w") as log:
             def on_line(line: str) -> None:
+                if log.closed:  # output of a process that escaped the step's group, after the step
+                    return
                 log.write(line + "\n")
                 tail[:] = [*tail[-39:], line]
                 self.log(step.name, line)

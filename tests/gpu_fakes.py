@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -51,6 +52,11 @@ def fake_system_python(root: Path, package: str) -> Path:
             (lib / entry.name).symlink_to(entry)
     for shared in (base / "lib").glob("libpython*"):  # builds that link libpython from $ORIGIN/../lib
         (root / "lib" / shared.name).symlink_to(shared)
-    (lib / "site-packages").mkdir()
-    (lib / "site-packages" / f"{package}.py").write_text("MARK = 'from the fake system site'\n")
-    return root / "bin" / "python3"
+    python = root / "bin" / "python3"
+    # Its own site directory, as it reports it (Debian's Python names it dist-packages).
+    site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    assert Path(site).is_relative_to(root), f"the copied interpreter's site {site} is outside {root}"
+    Path(site).mkdir(parents=True, exist_ok=True)
+    (Path(site) / f"{package}.py").write_text("MARK = 'from the fake system site'\n")
+    return python

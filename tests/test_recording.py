@@ -111,3 +111,15 @@ async def test_editing_one_recorded_logprob_makes_the_replay_fail(tmp_path: Path
     assert edited.read_bytes() != source.read_bytes()
     problems = await replay_generate_calls(sglang_replay(edited))
     assert len(problems) == 1 and "now reads" in problems[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["serve-bridge", "--sglang-url", "http://e"], ["rollout", "--sglang-url", "http://e", "--config", "c.toml",
+     "--model", "m"], ["demo"], ["check", "--sglang-url", "http://e"]],
+    ids=["serve-bridge", "rollout", "demo", "check"],
+)  # fmt: skip
+def test_every_engine_command_takes_record(argv: list[str]) -> None:
+    from adapter.cli import build_parser
+
+    assert build_parser().parse_args([*argv, "--record", "cassettes"]).record == "cassettes"

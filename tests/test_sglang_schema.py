@@ -192,6 +192,7 @@ REFERENCE_CASES = {
     "length": ({"max_new_tokens": 2, "ignore_eos": True}, False),
     "stop-string": ({"max_new_tokens": 16, "stop": [" ", "1", "2", "3", "4", "5", "6", "7"]}, False),
     "abort": ({"max_new_tokens": 8}, True),
+    "batched": ({"max_new_tokens": 4}, False),
 }
 
 
@@ -203,7 +204,8 @@ def test_reference_engine_outputs_have_sglangs_shape(case: str, reference_engine
     sampling, aborted = REFERENCE_CASES[case]
     prompt = reference_engine.tokenizer.encode(render_prompt("What is 3 + 4?"), add_special_tokens=False)
     for return_logprob in (True, False):
-        body = {"input_ids": prompt, "sampling_params": sampling, "return_logprob": return_logprob}
+        ids = [prompt, prompt] if case == "batched" else prompt
+        body = {"input_ids": ids, "sampling_params": sampling, "return_logprob": return_logprob}
         output = reference_output(reference_engine, body, aborted=aborted)
         assert_sglang_shaped(SOURCES, output, return_logprob=return_logprob)
 

@@ -1,30 +1,37 @@
-"""The bridge: an ASGI app serving Renderers' token-in/token-out API on top of SGLang.
+"""The bridge: Renderers' token-in/token-out API on top of SGLang, one typed handler, two doors.
 
-    POST /inference/v1/generate   Renderers body → `wire` → SGLang `/generate` → `wire` → response
+    handle_generate(state, body, session_id) -> Reply     the one implementation
+    POST /inference/v1/generate   the ASGI route over it (generation B, `serve-bridge`)
+    adapter.generations.a         calls it directly in-process (generation A): no HTTP client
     GET  /v1/models               `{"data": [{"id", "max_model_len"}]}` when the context length
                                   is known, so Renderers' own pre-flight check refuses overlong
                                   prompts before any engine call; `{"data": []}` otherwise
     GET  /health                  200 when the app is up (it does not probe the engine)
 
-Errors become statuses Verifiers understands. Every error body is
-`{"error": {"type", "message"}}`; `type` is machine-readable, so clients branch on it:
-  * `configuration_error` → 400 (unsupported request or setting; never retried);
+Every answer is JSON; every error body is `{"error": {"type", "message", "code"}}`, `type`
+machine-readable so clients branch on it:
+  * `configuration_error` → 400: the client's fault (a body that is not strict JSON or breaks
+    `adapter.models.GenerateBody`, an over-long session id, an unsupported request); never retried;
   * `overlong_prompt` → 400, worded so Verifiers' TrainClient ends the rollout as a clean
     context-length truncation (its overlong-prompt mapping);
-  * `engine_error` → the engine's own 4xx, or 502 (5xx / malformed output), 503 (unreachable
-    or aborted), 504 (timed out), with the engine's message.
-In-process the app sits behind `httpx.ASGITransport`; `serve` puts it on a loopback port.
+  * `engine_error` → the engine's fault: its own 4xx, or 502 (5xx, 3xx, malformed output),
+    503 (unreachable or aborted), 504 (no complete answer by the deadline);
+  * `internal_error` → 500: a bug in the adapter (logged with its traceback). The fault suite
+    (`conformance/faults.py`) proves no fault reaches it.
+Engine attempts are budgeted per model turn (`adapter.sessions.TurnBudgets`): once a turn's
+budget is spent, retries from upper layers get the turn's last failure without an engine call.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter.engine_stats import SessionStats
@@ -37,7 +44,8 @@ from adapter.errors import (
     EngineUnavailableError,
     WireFormatError,
 )
-from adapter.sessions import SessionLRU
+from adapter.jsonio import JSONBodyError, dumps, loads
+from adapter.sessions import SessionLRU, TurnBudgets, check_session_id
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from adapter.wire import SESSION_ID_HEADER, overlong_error_class, to_renderers_response, to_sglang_request
@@ -47,6 +55,21 @@ logger = logging.getLogger(__name__)
 CONFIGURATION_ERROR = "configuration_error"
 OVERLONG_PROMPT = "overlong_prompt"
 ENGINE_ERROR = "engine_error"
+INTERNAL_ERROR = "internal_error"
+MAX_REQUEST_BYTES = 64 * 1024 * 1024  # a Renderers body: ~8 bytes per prompt token
+ENGINE_ATTEMPTS_PER_TURN = 3
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer of the bridge: HTTP status and JSON body bytes."""
+
+    status: int
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
 
 
 @dataclass
@@ -55,6 +78,7 @@ class BridgeState:
     engine: SGLangClient
     model: str | None
     sessions: SessionLRU
+    budgets: TurnBudgets = field(default_factory=TurnBudgets)
     # The last typed configuration error this bridge answered (400 `configuration_error`), or
     # one a client in front of it refused with (generation A's TrainClient). The orchestrator
     # re-raises this object as soon as a group finishes: the type travels, never its name.
@@ -62,8 +86,8 @@ class BridgeState:
     stats: SessionStats = field(default_factory=SessionStats)  # per-session meta_info (adapter.engine_stats)
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message, "code": status}}, status_code=status)
+def error_reply(status: int, kind: str, message: str) -> Reply:
+    return Reply(status, dumps({"error": {"type": kind, "message": message, "code": status}}))
 
 
 def engine_status(exc: EngineError) -> int:
@@ -77,54 +101,88 @@ def engine_status(exc: EngineError) -> int:
     return 502
 
 
-async def _generate(state: BridgeState, body: Any, session_id: str | None) -> JSONResponse:
-    if not isinstance(body, dict):
-        raise ConfigurationError("the generate body must be a JSON object")
+async def _generate(state: BridgeState, body: bytes | Mapping[str, Any], session_id: str | None) -> Reply:
+    session_id = check_session_id(session_id)
+    if isinstance(body, (bytes, bytearray)):
+        body = loads(bytes(body), what="the generate body", limit=MAX_REQUEST_BYTES)
     request = to_sglang_request(
-        body,
+        body,  # type: ignore[arg-type]  # validated into GenerateBody there (a non-object is refused)
         settings=state.settings,
         session_id=session_id,
         first_turn=state.sessions.is_first_turn(session_id),
     )
     state.sessions.remember(session_id)
-    output = await state.engine.generate(request)
-    state.stats.record(session_id, output)
-    return JSONResponse(to_renderers_response(output))
+    prompt_len = len(request.payload["input_ids"])
+    budget = state.budgets.for_turn(session_id, prompt_len)
+    output = await state.engine.generate(request, budget=budget)
+    reply = Reply(200, dumps(to_renderers_response(output)))
+    state.budgets.settle(session_id, prompt_len)
+    state.stats.record(session_id, output)  # a validated output only
+    return reply
 
 
-async def generate(request: Request) -> JSONResponse:
-    state: BridgeState = request.app.state.bridge
-    session_id = request.headers.get(SESSION_ID_HEADER) or None
-    try:
-        body = await request.json()
-    except ValueError:
-        return _error(400, CONFIGURATION_ERROR, "the generate body is not valid JSON")
+async def handle_generate(state: BridgeState, body: bytes | Mapping[str, Any], session_id: str | None) -> Reply:
+    """The generate handler both entry points call. Never raises: every outcome is a `Reply`."""
     try:
         return await _generate(state, body, session_id)
     except overlong_error_class() as exc:
-        return _error(400, OVERLONG_PROMPT, str(exc))
+        return error_reply(400, OVERLONG_PROMPT, str(exc))
+    except JSONBodyError as exc:
+        return error_reply(400, CONFIGURATION_ERROR, str(exc))
     except ConfigurationError as exc:
         state.refusal = exc
-        return _error(400, CONFIGURATION_ERROR, str(exc))
+        return error_reply(400, CONFIGURATION_ERROR, str(exc))
     except EngineAbortedError as exc:
-        return _error(503, ENGINE_ERROR, str(exc))
+        return error_reply(503, ENGINE_ERROR, str(exc))
     except WireFormatError as exc:
-        return _error(502, ENGINE_ERROR, f"malformed engine output: {exc}")
+        return error_reply(502, ENGINE_ERROR, f"malformed engine output: {exc}")
     except EngineError as exc:
-        return _error(engine_status(exc), ENGINE_ERROR, str(exc))
+        return error_reply(engine_status(exc), ENGINE_ERROR, str(exc))
+    except Exception:  # the last resort: a bug, never a fault of the client or the engine
+        logger.exception("bridge: internal error while handling a generate request")
+        return error_reply(500, INTERNAL_ERROR, "internal error in the vf-sglang bridge (see its log)")
 
 
-async def models(request: Request) -> JSONResponse:
-    state: BridgeState = request.app.state.bridge
+def models_payload(state: BridgeState) -> dict[str, Any]:
     context = state.settings.rollout_max_context_len
     if state.model is None or context is None:
-        return JSONResponse({"object": "list", "data": []})
+        return {"object": "list", "data": []}
     card = {"id": state.model, "object": "model", "owned_by": "sglang", "max_model_len": context}
-    return JSONResponse({"object": "list", "data": [card]})
+    return {"object": "list", "data": [card]}
 
 
-async def health(request: Request) -> JSONResponse:
-    return JSONResponse({"status": "ok"})
+def _json(reply: Reply) -> Response:
+    return Response(reply.body, status_code=reply.status, media_type="application/json")
+
+
+async def _read_body(request: Request) -> bytes | Reply:
+    chunks = bytearray()
+    async for chunk in request.stream():
+        chunks += chunk
+        if len(chunks) > MAX_REQUEST_BYTES:
+            return error_reply(413, CONFIGURATION_ERROR, f"the generate body exceeds {MAX_REQUEST_BYTES:,} bytes")
+    return bytes(chunks)
+
+
+async def generate(request: Request) -> Response:
+    body = await _read_body(request)
+    if isinstance(body, Reply):
+        return _json(body)
+    state: BridgeState = request.app.state.bridge
+    return _json(await handle_generate(state, body, request.headers.get(SESSION_ID_HEADER)))
+
+
+async def models(request: Request) -> Response:
+    return _json(Reply(200, dumps(models_payload(request.app.state.bridge))))
+
+
+async def health(request: Request) -> Response:
+    return _json(Reply(200, b'{"status":"ok"}'))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    logger.error("bridge: internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _json(error_reply(500, INTERNAL_ERROR, "internal error in the vf-sglang bridge (see its log)"))
 
 
 def create_app(
@@ -138,9 +196,11 @@ def create_app(
             Route("/inference/v1/generate", generate, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
-        ]
+        ],
+        exception_handlers={Exception: _internal_error},
     )
     app.state.bridge = BridgeState(
-        settings=settings, engine=engine, model=model, sessions=SessionLRU(settings.session_lru_size)
+        settings=settings, engine=engine, model=model, sessions=SessionLRU(settings.session_lru_size),
+        budgets=TurnBudgets(ENGINE_ATTEMPTS_PER_TURN, max_size=settings.session_lru_size),
     )
     return app

@@ -19,7 +19,9 @@
     │                             error): its group is dropped with `reason`; any other exception
     │                             from a generation shim is a bug and stops the run at once
     ├── EngineError               the engine failed; carries the HTTP status when there was one
-    │   ├── EngineStatusError     it answered an error status (4xx is never retried)
+    │   ├── EngineStatusError     it answered an error or redirect status (4xx but 429 and
+    │   │   │                     3xx are never retried; redirects are never followed)
+    │   │   └── EngineBusyError   429, with the engine's Retry-After (the one retried 4xx)
     │   ├── EngineTimeoutError    no answer within the configured timeout
     │   └── EngineUnavailableError  no connection (refused, reset, DNS)
     └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
@@ -126,3 +128,11 @@ class EmptyTraceError(TraceConversionError):
 
 class RewardKeyError(ConfigurationError):
     """The reward key picks a reward that a healthy trace does not report."""
+
+
+class EngineBusyError(EngineStatusError):
+    """The engine answered 429; `retry_after` is its `Retry-After` in seconds, when given."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, status_code=429)
+        self.retry_after = retry_after

@@ -1,45 +1,71 @@
 """The SGLang HTTP client: `/generate`, worker discovery and `abort_all`, with bounded I/O.
 
-Every call has a finite timeout (connect/read/write/pool, configurable). Connection errors,
-timeouts, 5xx and 429 are retried with bounded exponential backoff up to `max_attempts`; a
-4xx is never retried. The final failure is a typed `EngineError` subclass that carries the
-HTTP status when there was one. The router address is resolved at call time, because trainers
-fill it in after building the rollout function.
+Concurrency (MILES.md §5): at most `max_in_flight` requests are on the wire at once (Miles'
+`sglang_server_concurrency × rollout_num_gpus // rollout_num_gpus_per_engine`; callers pass
+`Settings.max_in_flight`). A semaphore gates them and the connection pool is sized to the same
+bound, so the pool never queues (httpx's pool scan costs CPU per queued request) and a request
+that merely waits for a slot never times out: waiting callers queue on the semaphore, in order.
+
+Time: one deadline per attempt, `Timeouts.read` seconds from the moment the attempt holds its
+slot, covering connect, send, the engine's wait and the whole body (a body that trickles is
+cut at the deadline). Every timeout is checked finite and positive at construction.
+
+Retries: connection errors, timeouts, 5xx and 429 are retried with bounded exponential
+backoff, at most `RetryPolicy.max_attempts` attempts per call, and never more than the caller's
+`AttemptBudget` allows (the bridge holds one budget per model turn, so retries from layers
+above do not multiply engine calls). A 429's `Retry-After` (seconds, ≤ `max_retry_after`) is
+honoured; 429 is the one retried 4xx. Other 4xx and 3xx are never retried (redirects are
+never followed). The final failure is a typed `EngineError` carrying the HTTP status. Bodies
+are parsed by `adapter.jsonio` (strict, size-bounded). The router address is resolved per
+call, because trainers fill it in after building the rollout function.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import httpx
-import tenacity
 
 from adapter.errors import (
     ConfigurationError,
+    EngineBusyError,
     EngineError,
     EngineStatusError,
     EngineTimeoutError,
     EngineUnavailableError,
 )
+from adapter.jsonio import JSONBodyError, dumps, loads
 from adapter.wire import SGLangRequest
 
 logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+DEFAULT_MAX_IN_FLIGHT = 512  # Miles' default sglang_server_concurrency, one engine
+MAX_BODY_BYTES = 256 * 1024 * 1024  # an engine output: ids + logprobs of a very long reply
+
+
+def _positive_finite(owner: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(owner, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ConfigurationError(
+                f"{type(owner).__name__}.{name} must be a finite number of seconds above 0, got {value!r}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Timeouts:
     connect: float = 10.0
-    read: float = 600.0  # one /generate may decode thousands of tokens
+    read: float = 600.0  # the deadline of one attempt: connect + send + wait + whole body
     write: float = 30.0
-    pool: float = 30.0
 
-    def to_httpx(self) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+    def __post_init__(self) -> None:
+        _positive_finite(self, tuple(f.name for f in fields(self)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +73,32 @@ class RetryPolicy:
     max_attempts: int = 3
     initial_backoff: float = 0.5
     max_backoff: float = 8.0
+    max_retry_after: float = 30.0  # a 429 asking for a longer pause is not retried
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ConfigurationError(f"RetryPolicy.max_attempts must be an int ≥ 1, got {self.max_attempts!r}")
+        for name in ("initial_backoff", "max_backoff", "max_retry_after"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigurationError(f"RetryPolicy.{name} must be finite and ≥ 0, got {value!r}")
+
+    def backoff(self, attempt: int) -> float:
+        return float(min(self.max_backoff, self.initial_backoff * 2 ** (attempt - 1)))
+
+
+class AttemptBudget:
+    """Engine attempts left for one model turn, shared by every call made for that turn."""
+
+    def __init__(self, attempts: int = 3) -> None:
+        self.remaining = attempts
+        self.last_error: EngineError | None = None
+
+    def take(self) -> bool:
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        return True
 
 
 def _host(ip: str) -> str:
@@ -69,10 +121,14 @@ def router_url(args: Any) -> str:
     return f"http://{_host(str(ip))}:{int(port)}"
 
 
-def _is_retryable(exc: BaseException) -> bool:
+def _is_retryable(exc: EngineError) -> bool:
     if isinstance(exc, EngineStatusError):
         return exc.status_code in RETRYABLE_STATUS
     return isinstance(exc, (EngineTimeoutError, EngineUnavailableError))
+
+
+def _retry_after(exc: EngineError) -> float | None:
+    return exc.retry_after if isinstance(exc, EngineBusyError) else None
 
 
 class SGLangClient:
@@ -82,23 +138,39 @@ class SGLangClient:
         self,
         base_url: str | Callable[[], str],
         *,
-        timeouts: Timeouts = Timeouts(),
-        retry: RetryPolicy = RetryPolicy(),
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
         use_miles_router: bool = False,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         transport: httpx.AsyncBaseTransport | None = None,
         wrap_transport: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         from adapter.recording import active_wrap
 
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ConfigurationError(f"max_in_flight must be an int ≥ 1, got {max_in_flight!r}")
         self._base_url = base_url
-        self.timeouts = timeouts
-        self.retry = retry
+        self.timeouts = timeouts or Timeouts()
+        self.retry = retry or RetryPolicy()
         self.use_miles_router = use_miles_router
+        self.max_in_flight = max_in_flight
+        self.max_body_bytes = max_body_bytes
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.calls = 0
+        limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
+        built = transport or httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+        t = self.timeouts
         # `wrap_transport` (e.g. a cassette recorder) wraps the transport; `--record DIR` installs one.
         wrap_transport = wrap_transport or active_wrap()
-        if wrap_transport is not None:
-            transport = wrap_transport(transport or httpx.AsyncHTTPTransport())
-        self._http = httpx.AsyncClient(timeout=timeouts.to_httpx(), transport=transport)
+        self._http = httpx.AsyncClient(
+            transport=wrap_transport(built) if wrap_transport else built,
+            timeout=httpx.Timeout(connect=min(t.connect, t.read), read=t.read, write=min(t.write, t.read), pool=t.read),
+            trust_env=False,  # never send engine calls through an ambient proxy
+            follow_redirects=False,
+        )
+        self._slots = asyncio.Semaphore(max_in_flight)
 
     @property
     def base_url(self) -> str:
@@ -108,43 +180,65 @@ class SGLangClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _send_once(self, method: str, url: str, **kwargs: Any) -> Any:
+    async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Any:
+        request = self._http.build_request(method, url, content=content, headers={
+            **headers, **({"content-type": "application/json"} if content is not None else {})})
+        response = await self._http.send(request, stream=True)
         try:
-            response = await self._http.request(method, url, **kwargs)
-        except httpx.TimeoutException as exc:
-            raise EngineTimeoutError(f"{method} {url}: no answer in time ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            raise EngineUnavailableError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise EngineStatusError(
-                f"{method} {url}: HTTP {response.status_code}: {response.text[:500]}",
-                status_code=response.status_code,
-            )
-        if not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise EngineError(f"{method} {url}: the body is not JSON", status_code=502) from exc
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > self.max_body_bytes:
+                    raise EngineError(f"{method} {url}: the body exceeds {self.max_body_bytes:,} bytes",
+                                      status_code=502)
+        finally:
+            await response.aclose()
+        return _result(method, url, response, bytes(body), self.max_body_bytes)
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _send_once(self, method: str, url: str, *, content: bytes | None = None,
+                         headers: Mapping[str, str] | None = None) -> Any:
+        async with self._slots:
+            self.calls += 1
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                async with asyncio.timeout(self.timeouts.read):
+                    return await self._exchange(method, url, content, headers or {})
+            except TimeoutError as exc:
+                raise EngineTimeoutError(
+                    f"{method} {url}: no complete answer within {self.timeouts.read:g}s") from exc
+            except httpx.TimeoutException as exc:
+                raise EngineTimeoutError(f"{method} {url}: no answer in time ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise EngineUnavailableError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+            except httpx.DecodingError as exc:
+                raise EngineError(f"{method} {url}: the body cannot be decoded: {exc}", status_code=502) from exc
+            finally:
+                self.in_flight -= 1
+
+    async def _request(self, method: str, path: str, *, content: bytes | None = None,
+                       headers: Mapping[str, str] | None = None, budget: AttemptBudget | None = None) -> Any:
         url = f"{self.base_url}{path}"
-        retrying = tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self.retry.max_attempts),
-            wait=tenacity.wait_exponential(
-                multiplier=self.retry.initial_backoff, max=self.retry.max_backoff
-            ),
-            retry=tenacity.retry_if_exception(_is_retryable),
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                return await self._send_once(method, url, **kwargs)
-        raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
+        budget = budget or AttemptBudget(self.retry.max_attempts)
+        attempt = 0
+        while True:
+            if not budget.take():
+                raise budget.last_error or EngineError(f"{method} {url}: no engine attempt left", status_code=502)
+            attempt += 1
+            try:
+                return await self._send_once(method, url, content=content, headers=headers)
+            except EngineError as exc:
+                budget.last_error = exc
+                retryable = _is_retryable(exc) and attempt < self.retry.max_attempts and budget.remaining > 0
+                pause = _retry_after(exc)
+                if not retryable or (pause is not None and pause > self.retry.max_retry_after):
+                    raise
+                await asyncio.sleep(pause if pause is not None else self.retry.backoff(attempt))
 
-    async def generate(self, request: SGLangRequest) -> Any:
+    async def generate(self, request: SGLangRequest, *, budget: AttemptBudget | None = None) -> Any:
         """`POST /generate` with the translated payload and routing headers."""
-        return await self._request("POST", "/generate", json=request.payload, headers=request.headers)
+        return await self._request("POST", "/generate", content=dumps(request.payload),
+                                   headers=request.headers, budget=budget)
 
     async def get(self, path: str) -> Any:
         return await self._request("GET", path)
@@ -176,8 +270,33 @@ class SGLangClient:
         accepted = []
         for worker in workers:
             try:
-                await self._send_once("POST", f"{worker.rstrip('/')}/abort_request", json={"abort_all": True})
+                await self._send_once("POST", f"{worker.rstrip('/')}/abort_request", content=b'{"abort_all":true}')
                 accepted.append(worker)
             except EngineError as exc:
                 logger.warning("abort_all: %s did not accept the abort: %s", worker, exc)
         return accepted
+
+
+def _result(method: str, url: str, response: httpx.Response, body: bytes, limit: int) -> Any:
+    status = response.status_code
+    if status >= 300:
+        text = body[:500].decode("utf-8", "replace")
+        message = f"{method} {url}: HTTP {status}: {text}"
+        if status == 429:
+            raise EngineBusyError(message, retry_after=_parse_retry_after(response.headers.get("retry-after")))
+        raise EngineStatusError(message, status_code=status)
+    if not body:
+        return None
+    try:
+        return loads(body, what="the body", limit=limit)
+    except JSONBodyError as exc:
+        raise EngineError(f"{method} {url}: {exc}", status_code=502) from exc
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """`Retry-After` in seconds (the HTTP-date form is not used by SGLang or its router)."""
+    try:
+        seconds = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

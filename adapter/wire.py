@@ -21,11 +21,14 @@ Verifiers' `OverlongPromptError` (a clean truncation). No I/O happens in this mo
 from __future__ import annotations
 
 import functools
-import math
+import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
+
+from pydantic import ValidationError
 
 from adapter.errors import (
     EngineAbortedError,
@@ -33,6 +36,15 @@ from adapter.errors import (
     PromptTooLongError,
     UnsupportedRequestError,
     WireFormatError,
+)
+from adapter.models import (
+    LOGPROBS,
+    MAX_TOKEN_ID,
+    TOKEN_IDS,
+    EngineOutput,
+    GenerateBody,
+    parse_engine_output,
+    parse_generate_body,
 )
 from adapter.settings import MILES_LORA_NAME, Settings
 
@@ -59,6 +71,10 @@ SGLANG_CHECKED_VERSIONS = ("0.5.15", "0.5.23")
 FINISH_REASONS = frozenset({"stop", "length"})
 # log_softmax can round a certain token's logprob to a hair above zero; more is a wrong value.
 POSITIVE_LOGPROB_TOLERANCE = 1e-6
+TOKEN_LABEL = "token_id:{}"
+_CONTENT_KEYS = ("token", "logprob")
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -102,12 +118,8 @@ def routing_headers(session_id: str | None, settings: Settings) -> dict[str, str
     return {ROUTING_KEY_HEADER: session_id}
 
 
-def _merge_stop_ids(renderer_ids: Any, trainer_ids: Sequence[int] | None) -> list[int]:
-    merged: list[int] = []
-    for token_id in [*(renderer_ids or []), *(trainer_ids or [])]:
-        if token_id not in merged:
-            merged.append(token_id)
-    return merged
+def _merge_stop_ids(renderer_ids: Sequence[int] | None, trainer_ids: Sequence[int] | None) -> list[int]:
+    return list(dict.fromkeys([*(renderer_ids or ()), *(trainer_ids or ())]))
 
 
 def length_budget(prompt_len: int, requested: int | None, settings: Settings) -> int | None:
@@ -125,13 +137,10 @@ def length_budget(prompt_len: int, requested: int | None, settings: Settings) ->
     return budget
 
 
-def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Settings) -> dict[str, Any]:
-    incoming = body.get("sampling_params") or {}
-    if not isinstance(incoming, Mapping):
-        raise UnsupportedRequestError("sampling_params must be an object")
+def _sampling_params(body: GenerateBody, prompt_len: int, settings: Settings) -> dict[str, Any]:
+    incoming = body.sampling_params
     params: dict[str, Any] = {}
-    sampling: Mapping[str, Any] = incoming  # a JSON object: string keys
-    for key, value in sampling.items():
+    for key, value in incoming.model_dump(exclude_unset=True).items():
         if key not in DROPPED_KEYS:
             params[RENAMED_KEYS.get(key, key)] = value
     unknown = sorted(set(params) - SGLANG_SAMPLING_KEYS)
@@ -143,9 +152,7 @@ def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Setting
         )
     if not params.get("stop") and settings.rollout_stop:
         params["stop"] = list(settings.rollout_stop)
-    params["stop_token_ids"] = _merge_stop_ids(
-        params.get("stop_token_ids"), settings.rollout_stop_token_ids
-    )
+    params["stop_token_ids"] = _merge_stop_ids(incoming.stop_token_ids, settings.rollout_stop_token_ids)
     params["skip_special_tokens"] = settings.rollout_skip_special_tokens
     params["no_stop_trim"] = True
     params["spaces_between_special_tokens"] = False
@@ -160,31 +167,24 @@ def _sampling_params(body: Mapping[str, Any], prompt_len: int, settings: Setting
     return params
 
 
-def _prompt_ids(body: Mapping[str, Any]) -> list[int]:
-    ids = body.get("token_ids")
-    if not isinstance(ids, list) or not ids:
-        raise UnsupportedRequestError("token_ids must be a non-empty list of token ids")
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-        raise UnsupportedRequestError("token_ids must hold non-negative integers only")
-    return ids
-
-
 def to_sglang_request(
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | GenerateBody,
     *,
     settings: Settings,
     session_id: str | None,
     first_turn: bool,
 ) -> SGLangRequest:
-    """Translate one Renderers generate body. `first_turn` is True for a session's first
-    request and for requests with no session id: the trainer's max prompt length applies to
-    those only (later turns are bounded by the context length)."""
-    if body.get("features"):
+    """Translate one Renderers generate body (a dict, validated here into `GenerateBody`, or
+    the model itself). `first_turn` is True for a session's first request and for requests
+    with no session id: the trainer's max prompt length applies to those only (later turns
+    are bounded by the context length)."""
+    body = parse_generate_body(body)
+    if body.features:
         raise UnsupportedRequestError(
             "multimodal `features` are not supported: the adapter serves text-only renderers; "
             "use a text model, or drop image inputs from the taskset"
         )
-    prompt = _prompt_ids(body)
+    prompt = body.token_ids
     max_prompt = settings.rollout_max_prompt_len
     if first_turn and max_prompt is not None and len(prompt) > max_prompt:
         raise _overlong(len(prompt), max_prompt, "--rollout-max-prompt-len on the first turn")
@@ -195,10 +195,10 @@ def to_sglang_request(
     }
     if settings.rollout_lora_live:
         payload["lora_path"] = MILES_LORA_NAME
-    if body.get("priority") is not None:
-        payload["priority"] = body["priority"]
-    if body.get("cache_salt") is not None:
-        payload["extra_key"] = body["cache_salt"]
+    if body.priority is not None:
+        payload["priority"] = body.priority
+    if body.cache_salt is not None:
+        payload["extra_key"] = body.cache_salt
     return SGLangRequest(payload=payload, headers=routing_headers(session_id, settings))
 
 
@@ -223,46 +223,64 @@ def finish_reason_of(meta: Mapping[str, Any]) -> str:
     return str(kind)
 
 
-def _checked_logprob(value: Any, index: int) -> float:
+def _bad_item(items: list[list[Any]]) -> WireFormatError:
+    """The first malformed `[logprob, token_id, ...]` item, named (the error path only)."""
+    for index, item in enumerate(items):
+        if len(item) < 2:
+            return WireFormatError(f"output_token_logprobs[{index}] is not [logprob, token_id, ...]")
+    raise AssertionError("unreachable: called only when an item is too short")  # pragma: no cover
+
+
+def _logprob_error(items: list[list[Any]], exc: ValidationError) -> WireFormatError:
+    index = int(exc.errors(include_url=False)[0]["loc"][0])
+    value = items[index][0]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {value!r} is not a number")
-    logprob = float(value)
-    if not math.isfinite(logprob):
-        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {logprob} is not finite")
-    if logprob > POSITIVE_LOGPROB_TOLERANCE:
-        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {logprob} is positive")
-    return logprob
+        return WireFormatError(f"output_token_logprobs[{index}]: logprob {value!r} is not a number")
+    return WireFormatError(f"output_token_logprobs[{index}]: logprob {value} is not finite")
 
 
-def sampled_tokens(output: Mapping[str, Any]) -> tuple[list[int], list[float]]:
+def _id_error(ids: list[Any], exc: ValidationError) -> WireFormatError:
+    loc = exc.errors(include_url=False)[0]["loc"]
+    index = int(loc[0]) if loc else next(i for i, v in enumerate(ids) if not 0 <= v <= MAX_TOKEN_ID)
+    return WireFormatError(f"output_token_logprobs[{index}]: token id {ids[index]!r} is invalid")
+
+
+def sampled_tokens(output: Mapping[str, Any] | EngineOutput) -> tuple[list[int], list[float]]:
     """The sampled ids and their logprobs, zipped strictly from `output_token_logprobs` and
-    cross-checked against `output_ids` and `completion_tokens` when the engine sends them."""
-    meta = output["meta_info"]
-    items = meta.get("output_token_logprobs")
-    if not isinstance(items, list):
+    cross-checked against `output_ids` and `completion_tokens` when the engine sends them.
+    Every per-token pass runs at C level (`map(itemgetter)`, pydantic-core, `max`)."""
+    output = parse_engine_output(output)
+    items = output.meta_info.output_token_logprobs
+    if items is None:
         raise WireFormatError(
             "meta_info.output_token_logprobs is missing: the /generate call must set "
             "return_logprob=true"
         )
-    ids: list[int] = []
-    logprobs: list[float] = []
-    for index, item in enumerate(items):
-        if not isinstance(item, (list, tuple)) or len(item) < 2:
-            raise WireFormatError(f"output_token_logprobs[{index}] is not [logprob, token_id, ...]")
-        token_id = item[1]
-        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
-            raise WireFormatError(f"output_token_logprobs[{index}]: token id {token_id!r} is invalid")
-        logprobs.append(_checked_logprob(item[0], index))
-        ids.append(token_id)
-    output_ids = output.get("output_ids")
-    if output_ids is not None and list(output_ids) != ids:
+    try:
+        raw_logprobs = list(map(_FIRST, items))
+        raw_ids = list(map(_SECOND, items))
+    except IndexError:
+        raise _bad_item(items) from None
+    try:
+        logprobs = LOGPROBS.validate_python(raw_logprobs)
+    except ValidationError as exc:
+        raise _logprob_error(items, exc) from exc
+    try:
+        ids = TOKEN_IDS.validate_python(raw_ids)
+    except ValidationError as exc:
+        raise _id_error(raw_ids, exc) from exc
+    if logprobs and max(logprobs) > POSITIVE_LOGPROB_TOLERANCE:
+        index = logprobs.index(max(logprobs))
+        raise WireFormatError(f"output_token_logprobs[{index}]: logprob {logprobs[index]} is positive")
+    output_ids = output.output_ids
+    if output_ids is not None and output_ids != ids:
         first = next((i for i, (a, b) in enumerate(zip(output_ids, ids, strict=False)) if a != b), None)
         where = f"first difference at {first}" if first is not None else "lengths differ"
         raise WireFormatError(
             f"output_ids ({len(output_ids)} ids) disagree with output_token_logprobs "
             f"({len(ids)} ids): {where}"
         )
-    count = meta.get("completion_tokens")
+    count = output.meta_info.completion_tokens
     if count is not None and count != len(ids):
         raise WireFormatError(
             f"meta_info.completion_tokens is {count} but {len(ids)} sampled tokens carry logprobs"
@@ -272,25 +290,22 @@ def sampled_tokens(output: Mapping[str, Any]) -> tuple[list[int], list[float]]:
 
 def to_renderers_response(output: Any, *, request_id: str | None = None) -> dict[str, Any]:
     """Translate one SGLang `/generate` output into the Renderers generate response."""
-    if isinstance(output, list):
-        raise WireFormatError(f"expected one /generate output, got a batch of {len(output)}")
-    if not isinstance(output, Mapping) or not isinstance(output.get("meta_info"), Mapping):
-        raise WireFormatError("engine output must be an object with a meta_info object")
-    meta = output["meta_info"]
-    finish = finish_reason_of(meta)
-    ids, logprobs = sampled_tokens(output)
+    model = parse_engine_output(output)
+    meta = model.meta_info
+    finish = finish_reason_of({"finish_reason": meta.finish_reason, "id": meta.id})
+    ids, logprobs = sampled_tokens(model)
+    if finish == "stop" and not ids:
+        raise WireFormatError("finish_reason is stop but no token was sampled: a stop needs its stop token")
+    labels = map(TOKEN_LABEL.format, ids)
+    # [{"token": label, "logprob": lp}, ...] built by C-level map/zip/dict calls, no Python loop
+    content = list(map(dict, map(zip, repeat(_CONTENT_KEYS), zip(labels, logprobs, strict=True))))
     return {
-        "request_id": str(meta.get("id") or request_id or uuid.uuid4().hex),
+        "request_id": str(meta.id or request_id or uuid.uuid4().hex),
         "choices": [
             {
                 "index": 0,
                 "token_ids": ids,
-                "logprobs": {
-                    "content": [
-                        {"token": f"token_id:{token_id}", "logprob": logprob}
-                        for token_id, logprob in zip(ids, logprobs, strict=True)
-                    ]
-                },
+                "logprobs": {"content": content},
                 "finish_reason": finish,
             }
         ],

@@ -73,7 +73,7 @@ async def test_attempts_are_bounded_and_the_final_error_is_typed(fault, error, c
 
 async def test_non_json_body_is_a_typed_error(client, sglang_mock) -> None:
     sglang_mock.script(Fault(status=200, body=b"<html>"))
-    with pytest.raises(EngineError, match="not JSON"):
+    with pytest.raises(EngineError, match="not valid JSON"):
         await client.generate(REQUEST)
 
 

@@ -61,6 +61,11 @@ def test_empty_completion_is_valid() -> None:
     assert renderers_accepts(response) == ([], [])
 
 
+def test_stop_with_no_sampled_token_is_an_engine_fault() -> None:
+    with pytest.raises(WireFormatError, match="stop but no token was sampled"):
+        to_renderers_response(sglang_output([], [], finish="stop"))
+
+
 def test_abort_is_never_reported_as_complete() -> None:
     with pytest.raises(EngineAbortedError, match="Abort request"):
         to_renderers_response(sglang_output(IDS, LOGPROBS, finish="abort"))
@@ -139,7 +144,7 @@ logprob_values = st.floats(min_value=-60.0, max_value=0.0, allow_nan=False)
 token_ids = st.integers(min_value=0, max_value=151935)
 
 
-@given(st.lists(st.tuples(token_ids, logprob_values), max_size=40),
+@given(st.lists(st.tuples(token_ids, logprob_values), min_size=1, max_size=40),
        st.sampled_from(sorted(FINISH_REASONS)))
 def test_any_well_formed_output_is_accepted_by_renderers_one_to_one(pairs, finish) -> None:
     ids = [i for i, _ in pairs]

@@ -11,7 +11,7 @@ bridging across turns and response parsing) with three adapter duties:
     typed `UnsupportedRequestError` behind it is recorded on the bridge (`BridgeState.refusal`),
     where the orchestrator finds it and stops the run, exactly as for the bridge's own refusals;
   * the bridge's own `configuration_error` 400s come back as that same type.
-`make_train_client(app)` puts the bridge behind `httpx.ASGITransport`: no port, no network.
+`make_train_client(app)` calls the bridge's typed handler directly: no HTTP client, no port.
 `GenerationA` runs episodes: the environment from the EnvConfig, its tasks, groups of n.
 """
 
@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
 from openai import APIStatusError, AsyncOpenAI
 from renderers.base import RendererPool, create_renderer, load_tokenizer
 from verifiers.v1.clients.train import TrainClient
@@ -163,21 +162,16 @@ def make_train_client(
     *,
     tokenizer_path: str | None = None,
     renderer_model_name: str | None = None,
-    timeout: float = 3600.0,
     pool_size: int = 1,
 ) -> BridgeTrainClient:
-    """A TrainClient talking to the bridge `app` in-process. The OpenAI client does not retry:
-    the SGLang client behind the bridge owns the retry policy, so retries never multiply."""
-    openai = AsyncOpenAI(
-        base_url=f"http://{IN_PROCESS_HOST.format(uuid.uuid4().hex[:12])}/v1",
-        api_key="EMPTY",
-        max_retries=0,
-        timeout=timeout,
-        # openai's stubs name their vendored httpx fork's client; an httpx client works at runtime
-        http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=app), timeout=timeout),  # type: ignore[arg-type]
-    )
+    """A TrainClient calling the bridge `app`'s typed handler directly (`adapter.direct`): no
+    HTTP client, no port. Nothing here retries: the bridge's per-turn attempt budget does."""
+    from adapter.direct import DirectBridgeClient
+
+    direct = DirectBridgeClient(app.state.bridge, base_url=f"http://{IN_PROCESS_HOST.format(uuid.uuid4().hex[:12])}/v1")
     return BridgeTrainClient(
-        openai, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name, pool_size=pool_size
+        direct,  # type: ignore[arg-type]  # the slice of AsyncOpenAI that TrainClient and Renderers use
+        tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name, pool_size=pool_size,
     )
 
 

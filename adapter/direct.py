@@ -1,0 +1,73 @@
+"""The in-process door to the bridge: the slice of `AsyncOpenAI` that Verifiers' TrainClient
+and `renderers.client.generate` use, answered by `adapter.bridge.handle_generate` directly.
+
+Generation A (verifiers 0.2.x) builds its TrainClient around an `AsyncOpenAI` it is handed.
+Renderers only calls `client.post(<base>/inference/v1/generate, cast_to=httpx.Response,
+body=<dict>, options={"headers": ...})`, `client.get("/models", cast_to=dict)`, reads
+`client.base_url`, and the TrainClient calls `close()`. `DirectBridgeClient` provides exactly
+those, so a turn costs translation + one engine call: no second HTTP client, no JSON round trip
+of the request (the body dict goes to the typed handler as it is; the reply's bytes are what
+Renderers parses). Failures are raised as `openai.APIStatusError` with the bridge's status and
+error body, so Verifiers maps them exactly as it maps the served bridge's (overlong prompt →
+clean truncation, 4xx not retried, `configuration_error` → `AdapterRequestError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import orjson
+from openai import APIStatusError
+
+from adapter.bridge import BridgeState, Reply, handle_generate, models_payload
+from adapter.wire import SESSION_ID_HEADER
+
+GENERATE_PATH = "/inference/v1/generate"
+
+
+def _session_id(options: Mapping[str, Any] | None) -> str | None:
+    headers = (options or {}).get("headers") or {}
+    for key, value in headers.items():
+        if key.lower() == SESSION_ID_HEADER.lower():
+            return str(value)
+    return None
+
+
+class DirectBridgeClient:
+    """An `AsyncOpenAI` stand-in whose generate calls are the bridge's handler, in-process."""
+
+    def __init__(self, state: BridgeState, *, base_url: str) -> None:
+        self.state = state
+        self.base_url = httpx.URL(base_url)
+
+    async def post(self, path: str, *, cast_to: Any = None, body: Any = None,
+                   options: Mapping[str, Any] | None = None, **_: Any) -> httpx.Response:
+        url = str(path)
+        request = httpx.Request("POST", url)
+        if not url.rstrip("/").endswith(GENERATE_PATH):
+            raise _status_error(request, Reply(404, orjson.dumps({"error": {"type": "not_found",
+                                                                           "message": f"no route {url}"}})))
+        reply = await handle_generate(self.state, body if body is not None else {}, _session_id(options))
+        response = httpx.Response(reply.status, content=reply.body, request=request,
+                                  headers={"content-type": "application/json"})
+        if not reply.ok:
+            raise _status_error(request, reply, response)
+        return response
+
+    async def get(self, path: str, *, cast_to: Any = None, **_: Any) -> Any:
+        if str(path).rstrip("/").endswith("/models"):
+            return models_payload(self.state)
+        raise _status_error(httpx.Request("GET", str(path)),
+                            Reply(404, orjson.dumps({"error": {"type": "not_found", "message": str(path)}})))
+
+    async def close(self) -> None:
+        """Nothing to close: the engine client belongs to whoever built the bridge."""
+
+
+def _status_error(request: httpx.Request, reply: Reply, response: httpx.Response | None = None) -> APIStatusError:
+    response = response or httpx.Response(reply.status, content=reply.body, request=request)
+    body = orjson.loads(reply.body)
+    error = body.get("error", body) if isinstance(body, dict) else body
+    return APIStatusError(f"Error code: {reply.status} - {body}", response=response, body=error)

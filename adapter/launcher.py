@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,19 @@ LEGACY_PATH = "adapter.miles.generate_rollout"
 ADAPTER_ROOT = str(Path(__file__).resolve().parent.parent)
 # Keys read from the ambient environment; anything else reaches workers only when explicit.
 AMBIENT_KEYS = (LEGACY_FLAG, CONFIG_ENV_VAR, "PYTHONPATH")
+# A portable environment-variable name (POSIX shells accept no other in `NAME=value cmd`).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_name(key: str) -> str:
+    """`key` when it is a valid environment-variable name; anything else (spaces, `;`, `$(...)`,
+    `=`) is refused, so a key can never become shell syntax in the printed command."""
+    if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
+        raise ConfigurationError(
+            f"--extra-env-vars: {key!r} is not an environment variable name (letters, digits and _, "
+            "not starting with a digit)"
+        )
+    return key
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,9 @@ class MilesLaunch:
         return self.argv[self.argv.index("--rollout-function-path") + 1]
 
     def shell(self) -> str:
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        """One line for a POSIX shell: `NAME=value ... argv`, every value and argument quoted,
+        every name checked (`check_env_name`), so the line runs exactly this command."""
+        exports = " ".join(f"{check_env_name(k)}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         return f"{exports} {shlex.join(self.argv)}"
 
 
@@ -51,13 +67,19 @@ def parse_env_vars(text: str | None) -> dict[str, str]:
     if not text:
         return {}
     if text.lstrip().startswith("{"):
-        return {str(k): str(v) for k, v in json.loads(text).items()}
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigurationError(f"--extra-env-vars: not a JSON object: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigurationError("--extra-env-vars: the JSON form must be an object of names to values")
+        return {check_env_name(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
     pairs = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigurationError(f"--extra-env-vars: {item!r} is not KEY=VALUE")
-        pairs[key] = value
+        pairs[check_env_name(key)] = value
     return pairs
 
 
@@ -68,6 +90,8 @@ def _is_on(value: str) -> bool:
 def merged_env(
     *, config: str, env_source_dirs: Sequence[str], ambient: Mapping[str, str], explicit: Mapping[str, str]
 ) -> dict[str, str]:
+    for key in explicit:
+        check_env_name(key)
     env = {LEGACY_FLAG: "0", CONFIG_ENV_VAR: config}
     env.update({k: ambient[k] for k in AMBIENT_KEYS if k in ambient and k != "PYTHONPATH"})
     env.update({k: v for k, v in explicit.items() if k != "PYTHONPATH"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from adapter.bridge import create_app
@@ -129,3 +130,35 @@ async def test_models_advertises_the_context_length_when_known(bridge, settings,
 
 async def test_health(bridge) -> None:
     assert (await (await bridge()).get("/health")).json() == {"status": "ok"}
+
+
+async def test_an_evicted_session_is_a_first_turn_again(bridge, sglang_mock) -> None:
+    """Documented in adapter/sessions.py: past the LRU bound, the oldest session's next turn is
+    capped like a first turn (here refused as an overlong prompt, a clean truncation)."""
+    client = await bridge(rollout_max_prompt_len=len(PROMPT), session_lru_size=1)
+    sglang_mock.script(Completion([1], [-0.1]), Completion([2], [-0.1]))
+    longer = body(token_ids=[*PROMPT, 1, 151645, 198])
+    assert (await post(client, session="a")).status_code == 200
+    assert (await post(client, session="b")).status_code == 200  # evicts a
+    response = await post(client, longer, session="a")
+    assert response.status_code == 400 and response.json()["error"]["type"] == "overlong_prompt"
+
+
+@pytest.mark.parametrize("door", ["asgi", "direct"])
+async def test_a_bug_is_a_typed_500_internal_error(bridge, monkeypatch, door) -> None:
+    from adapter.bridge import handle_generate
+
+    client = await bridge()
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    app = client._transport.app  # the ASGI app behind the test client
+    monkeypatch.setattr(app.state.bridge.engine, "generate", broken)
+    if door == "asgi":
+        response = await post(client)
+        status, error = response.status_code, response.json()["error"]
+    else:
+        reply = await handle_generate(app.state.bridge, body(), "s1")
+        status, error = reply.status, orjson.loads(reply.body)["error"]
+    assert status == 500 and error["type"] == "internal_error"

@@ -112,3 +112,42 @@ def test_a_bundled_config_brings_its_tasksets_dir_and_says_so(capsys) -> None:
 
 def test_a_users_own_config_adds_nothing(config) -> None:
     assert miles_command(config=config, hf_checkpoint="/c", ambient={}).added_sources == ()
+
+
+HOSTILE_VALUES = ["$(touch pwned)", "`touch pwned`", "a'b\"c", "x; touch pwned", "line\nbreak", "*", "~", "$HOME",
+                  "", " spaced ", "\\"]
+
+
+@pytest.mark.parametrize(
+    "key", ["touch X; B", "A B", "$(touch X)", "1A", "A-B", "", "Ä"],
+    ids=["semicolon", "space", "subst", "leading_digit", "dash", "empty", "non_ascii"],
+)
+@pytest.mark.parametrize("form", ["json", "pairs", "mapping"])
+def test_a_key_that_is_not_a_variable_name_is_refused(config, key, form) -> None:
+    with pytest.raises(ConfigurationError, match=r"not an environment variable name|not KEY=VALUE"):
+        if form == "json":
+            parse_env_vars(json.dumps({key: "v"}))
+        elif form == "pairs":
+            parse_env_vars(f"{key}=v")
+        else:
+            miles_command(config=config, hf_checkpoint="/c", ambient={}, extra_env_vars={key: "v"})
+
+
+def test_the_printed_line_runs_exactly_the_command_with_hostile_values(config, tmp_path) -> None:
+    import shlex
+    import subprocess
+
+    explicit = {f"V{i}": value for i, value in enumerate(HOSTILE_VALUES)}
+    launch = miles_command(config=config, hf_checkpoint="/ckpt/$(touch pwned)", ambient={},
+                           extra_env_vars=explicit, miles_args=["--x", "`touch pwned`;"])
+    line = launch.shell()
+    assert subprocess.run(["bash", "-n", "-c", line], check=False).returncode == 0
+    words = shlex.split(line)
+    assert words[len(launch.env):] == launch.argv
+    names = " ".join(sorted(launch.env))
+    # `ray` becomes a function printing each variable's value, then its arguments, NUL-separated.
+    script = f"ray() {{ for k in {names}; do printf '%s\\0' \"${{!k}}\"; done; printf '%s\\0' \"$@\"; }}\n{line}"
+    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, check=True).stdout
+    printed = out.decode().split("\0")[:-1]
+    assert printed == [launch.env[k] for k in sorted(launch.env)] + launch.argv[1:]
+    assert not (tmp_path / "pwned").exists()

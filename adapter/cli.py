@@ -58,10 +58,10 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
 
 
 def _serve_bridge(args: argparse.Namespace) -> int:
-    from adapter.serve import ServeError
+    from adapter.serve import ServeError, run_event_loop
 
     try:
-        return asyncio.run(_serve_bridge_async(args))
+        return run_event_loop(_serve_bridge_async(args))
     except KeyboardInterrupt:
         return 0
     except ServeError as exc:

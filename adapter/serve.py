@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
 
 import uvicorn
 
 LOOPBACK = "127.0.0.1"
+T = TypeVar("T")
+
+
+def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` on uvloop when it is installed (it is on CPython/POSIX)."""
+    try:
+        import uvloop
+    except ImportError:  # PyPy or Windows: the standard loop
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 class ServeError(RuntimeError):
@@ -33,7 +43,8 @@ def _bound_port(server: uvicorn.Server) -> int:
 async def served(
     app: Any, *, host: str = LOOPBACK, port: int = 0, startup_timeout: float = 30.0, log_level: str = "warning"
 ) -> AsyncIterator[str]:
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False,
+                            http="auto")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(), name=f"vf-sglang serve {host}:{port}")
     try:

@@ -72,7 +72,7 @@ async def test_a_bridge_refusal_stops_a_real_run_within_one_group_with_its_own_m
                                       "text-only renderers; use a text model")
     calls: list[Any] = []
 
-    async def refuse(self: SGLangClient, request: Any) -> Any:
+    async def refuse(self: SGLangClient, request: Any, **_: Any) -> Any:
         calls.append(request)
         raise refusal
 

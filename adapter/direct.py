@@ -70,4 +70,5 @@ def _status_error(request: httpx.Request, reply: Reply, response: httpx.Response
     response = response or httpx.Response(reply.status, content=reply.body, request=request)
     body = orjson.loads(reply.body)
     error = body.get("error", body) if isinstance(body, dict) else body
-    return APIStatusError(f"Error code: {reply.status} - {body}", response=response, body=error)
+    # openai's stubs name their vendored httpx fork's Response; an httpx.Response works at runtime
+    return APIStatusError(f"Error code: {reply.status} - {body}", response=response, body=error)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from adapter.errors import UnsupportedRequestError, WireFormatError
 
@@ -110,7 +111,7 @@ class EngineOutput(BaseModel):
     meta_info: MetaInfo
 
 
-def _where(error: dict[str, Any]) -> str:
+def _where(error: ErrorDetails) -> str:
     return ".".join(str(part) for part in error["loc"]) or "body"
 
 

@@ -122,7 +122,8 @@ class Orchestrator:
         self, settings: Settings, engine_url: str | Callable[[], str] | None = None
     ) -> AsyncIterator[tuple[Any, SGLangClient, SessionStats]]:
         bypass_proxies_for_loopback()  # the served bridge and the harness' calls stay direct
-        engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router)
+        engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router,
+                              max_in_flight=settings.max_in_flight)
         app = create_app(settings, engine, model=self.model)
         self._bridge = app.state.bridge
         client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,

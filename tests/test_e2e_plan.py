@@ -125,3 +125,16 @@ def test_dry_run_shows_interpreter_locks_idempotence_proxies_check_and_record(ca
                      "check-driver", "--attention-backend fa3", "adapter.cli check --sglang-url http://127.0.0.1:31234",
                      "--record <repo>/runs/e2e-gpu/cassette", "{uv_tool_bin}/prime --plain env install code-golf-v1"):
         assert expected in out, expected
+
+
+@pytest.mark.parametrize("trainer", ["none", "miles"])
+def test_every_adapter_command_of_the_gpu_plan_parses_with_the_real_cli(trainer) -> None:
+    """A flag the CLI does not know would fail the GPU run after SGLang's install and start."""
+    from adapter.cli import build_parser
+
+    plan = gpu_plan(dataclasses.replace(OPTIONS, trainer=trainer))
+    commands = [s for s in plan if s.argv[1:3] == ("-m", "adapter.cli")]
+    assert {s.name for s in commands} >= {"check-sglang"}
+    for step in commands:
+        args = build_parser().parse_args(list(step.argv[3:]))
+        assert callable(args.run), step.name

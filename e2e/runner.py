@@ -259,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         print_plan(steps, notes)
         return 0
+    for note in notes:  # the run's log states the choices it depends on, too
+        print(f"e2e: {note}", flush=True)
     return Runner(log_dir=run_dir / "logs").run(steps)
 
 

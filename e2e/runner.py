@@ -114,15 +114,20 @@ class Runner:
                                          timeout_s=step.timeout_s, on_line=on_line)
             except StepTimeout as exc:
                 raise StepFailed(step, str(exc), "\n".join(tail), timed_out=True) from exc
+            except OSError as exc:  # the program is missing or not executable
+                raise StepFailed(step, f"could not start {step.argv[0]!r}: {exc}") from exc
         if code != 0:
             raise StepFailed(step, f"exit status {code}", "\n".join(tail))
 
     def _background(self, step: Step) -> None:
         log_path = self.log_dir / f"{step.name}.log"
         with log_path.open("wb") as log:
-            self.background[step.name] = subprocess.Popen(
-                self._argv(step), env=self._env(step), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            try:
+                self.background[step.name] = subprocess.Popen(
+                    self._argv(step), env=self._env(step), cwd=step.cwd, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True)
+            except OSError as exc:
+                raise StepFailed(step, f"could not start {step.argv[0]!r}: {exc}") from exc
         self.log(step.name, f"started pid {self.background[step.name].pid}, log {log_path}")
 
     def _wait_http(self, step: Step) -> None:

@@ -160,3 +160,12 @@ def test_every_timed_kind_reports_its_deadline(kind: str, tmp_path: Path) -> Non
     argv = python("import time; time.sleep(30)") if kind == "run" else (f"http://127.0.0.1:{_closed_port()}/",)
     code, text, _ = run([Step("slow", argv, kind=kind, timeout_s=1)], tmp_path)  # type: ignore[arg-type]
     assert code == 1 and "step 'slow' failed" in text and ("timed out" in text or "did not answer" in text)
+
+
+@pytest.mark.parametrize("kind", ["run", "background"])
+def test_a_missing_program_fails_its_step_by_name(kind: str, tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-program")
+    steps = [Step("absent", (missing, "--flag"), kind=kind), Step("after", python("print('must not run')"))]  # type: ignore[arg-type]
+    code, text, runner = run(steps, tmp_path)
+    assert code == 1 and f"step 'absent' failed: could not start '{missing}'" in text and "must not run" not in text
+    assert runner.failure is not None and runner.failure.step.name == "absent"

@@ -55,7 +55,7 @@ def problems(*, smi_output: str | None, glibc: str | None, sglang: str, min_cuda
             if _version(cuda) < _version(min_cuda):
                 found.append(f"sglang {sglang} wheels need a driver supporting CUDA >= {min_cuda}; this driver "
                              f"({driver}) supports CUDA {cuda}: upgrade the driver or pin an sglang built for "
-                             f"CUDA {cuda.split('.')[0]} (--sglang-version)")
+                             f"CUDA {cuda.split('.')[0]} (sglang_version and sglang_min_cuda in e2e/plan.py)")
     if glibc is None or _version(glibc) < _version(min_glibc):
         found.append(f"sglang {sglang} wheels need glibc >= {min_glibc}; found {glibc or 'no glibc'}: use a newer "
                      "runner image")

@@ -23,7 +23,13 @@ from test_wire_request import SCENARIOS, renderer_body, translate
 
 from adapter.errors import UnsupportedRequestError
 from adapter.settings import Settings
-from adapter.wire import SGLANG_CHECKED_VERSIONS, SGLANG_SAMPLING_KEYS, overlong_error_class, to_sglang_request
+from adapter.wire import (
+    RENAMED_KEYS,
+    SGLANG_CHECKED_VERSIONS,
+    SGLANG_SAMPLING_KEYS,
+    overlong_error_class,
+    to_sglang_request,
+)
 from conformance.engine import Completion, ScriptedEngine
 from conformance.sglang_schema import assert_accepted, assert_sglang_shaped, output_problems, sources_from_env
 from conformance.sglang_source import SGLangSource
@@ -61,7 +67,7 @@ def test_every_snapshot_payload_is_accepted_by_sglang(name: str, tokenizer: Any)
     assert_accepted(SOURCES, translate(case, Settings(**overrides)).payload, tokenizer=tokenizer, vocab_size=VOCAB)
 
 
-SAMPLING = st.fixed_dictionaries({}, optional={
+SAMPLING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "temperature": st.floats(0.0, 2.0), "top_p": st.floats(0.01, 1.0), "max_tokens": st.integers(1, 4096),
     "min_tokens": st.integers(0, 64), "seed": st.integers(0, 2**31), "min_p": st.floats(0.0, 1.0),
     "top_k": st.one_of(st.just(-1), st.integers(1, 200)), "repetition_penalty": st.floats(0.5, 2.0),
@@ -69,7 +75,19 @@ SAMPLING = st.fixed_dictionaries({}, optional={
     "stop": st.lists(st.text(min_size=1, max_size=6), max_size=3), "ignore_eos": st.booleans(),
     "routed_experts_prompt_start": st.integers(0, 64), "logit_bias": st.dictionaries(
         st.integers(0, VOCAB - 1).map(str), st.floats(-10, 10), max_size=2),
-})  # fmt: skip
+    "stop_regex": st.sampled_from(["\\d+$", "(yes|no)"]), "stream_interval": st.integers(1, 8),
+    "custom_params": st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 3), max_size=2),
+    "spaces_between_special_tokens": st.booleans(), "no_stop_trim": st.booleans(),
+    "skip_special_tokens": st.booleans(), "stop_token_ids": st.lists(st.integers(0, VOCAB - 1), max_size=2),
+}  # fmt: skip
+SAMPLING = st.fixed_dictionaries({}, optional=SAMPLING_VALUES)
+# SGLang accepts at most one grammar per request (verify): one, or none.
+GRAMMARS = [
+    {"json_schema": '{"type": "object"}'}, {"regex": "[0-9]+"}, {"ebnf": 'root ::= "yes" | "no"'},
+    {"structural_tag": '{"type": "structural_tag", "structures": [], "triggers": []}'},
+]  # fmt: skip
+GRAMMAR = st.one_of(st.just({}), st.sampled_from(GRAMMARS))
+RENAMED_BACK = {sglang: renderers for renderers, sglang in RENAMED_KEYS.items()}
 SETTINGS = st.fixed_dictionaries({}, optional={
     "rollout_max_context_len": st.integers(8, 4096), "rollout_max_response_len": st.integers(1, 2048),
     "rollout_max_prompt_len": st.integers(4, 4096),
@@ -79,14 +97,20 @@ SETTINGS = st.fixed_dictionaries({}, optional={
 })  # fmt: skip
 
 
+def test_the_generated_requests_cover_every_key_the_adapter_lets_through() -> None:
+    generated = {RENAMED_BACK.get(k, k) for k in SGLANG_SAMPLING_KEYS}
+    covered = set(SAMPLING_VALUES) | {key for grammar in GRAMMARS for key in grammar}
+    assert not generated - covered, f"no generated request carries {sorted(generated - covered)}"
+
+
 @needs_trees
-@given(sampling=SAMPLING, settings=SETTINGS, prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=64),
+@given(sampling=SAMPLING, grammar=GRAMMAR, settings=SETTINGS, prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=64),
        priority=st.none() | st.integers(-5, 5), cache_salt=st.none() | st.text(min_size=1, max_size=8))
 def test_every_payload_from_a_renderers_request_is_accepted_by_sglang(
-    sampling: dict[str, Any], settings: dict[str, Any], prompt: list[int], priority: Any, cache_salt: Any,
-    tokenizer: Any,
+    sampling: dict[str, Any], grammar: dict[str, Any], settings: dict[str, Any], prompt: list[int], priority: Any,
+    cache_salt: Any, tokenizer: Any,
 ) -> None:
-    body = renderer_body(**sampling)
+    body = renderer_body(**sampling, **grammar)
     body.update(token_ids=prompt, priority=priority, cache_salt=cache_salt)
     try:
         request = to_sglang_request(body, settings=Settings(**settings), session_id="trace-1", first_turn=True)

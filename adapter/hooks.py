@@ -15,6 +15,8 @@ and the trainer's data source. Emits `RolloutHooks` for the orchestrator:
     (it sets `remove_sample`); all_samples — `--rollout-all-samples-process-path`
     `fn(args, all_groups, data_source)` on every converted group, filtered ones included.
 
+`score(reward, entries)` applies the reward hook to a group's entries (train) or to eval samples.
+
 Start-up refusals (`ConfigurationError` naming the flag): a built-in `--rm-type` without Miles;
 multi-LoRA (`--multi-lora-n-adapters`), whose per-adapter routing (`adapter`, `reward_spec`)
 Verifiers episodes cannot carry.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.errors import ConfigurationError
+from adapter.samples import flatten, main_sample
 from adapter.settings import Settings
 
 RewardHook = Callable[[list[Any]], Awaitable[Sequence[Any]]]
@@ -49,6 +52,21 @@ class RolloutHooks:
     all_samples: GroupsHook | None = None
 
 
+
+
+async def score(reward: RewardHook | None, entries: list[Any]) -> str | None:
+    """Apply the reward hook to each rollout's main sample; nested siblings get the same
+    reward (Miles requires one reward per rollout). A message when the count is wrong."""
+    if reward is None:
+        return None
+    mains = [main_sample(entry) for entry in entries]
+    rewards = list(await reward(mains))
+    if len(rewards) != len(mains):
+        return f"reward hook returned {len(rewards)} rewards for {len(mains)} rollouts"
+    for entry, value in zip(entries, rewards, strict=True):
+        for sample in flatten([entry]):
+            sample.reward = value
+    return None
 
 
 def load_function(path: str) -> Any:

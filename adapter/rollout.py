@@ -38,16 +38,9 @@ from adapter.bridge import BridgeState, create_app
 from adapter.engine_stats import CallStats, SessionStats
 from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
 from adapter.generations import EpisodeBackend
-from adapter.hooks import RolloutHooks
+from adapter.hooks import RolloutHooks, score
 from adapter.proxies import bypass_proxies_for_loopback
-from adapter.samples import (
-    GroupOutcome,
-    assemble_group,
-    eval_reward_value,
-    flatten,
-    main_sample,
-    trace_to_eval_entry,
-)
+from adapter.samples import GroupOutcome, assemble_group, eval_reward_value, trace_to_eval_entry
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 
@@ -159,20 +152,6 @@ class Orchestrator:
         self._rollout_ids += count
         return first
 
-    async def _score(self, entries: list[Any]) -> str | None:
-        """Apply the reward hook to each rollout's main sample (siblings share its reward);
-        an error message when the hook returned the wrong count."""
-        if self.hooks.reward is None:
-            return None
-        mains = [main_sample(entry) for entry in entries]
-        rewards = list(await self.hooks.reward(mains))
-        if len(rewards) != len(mains):
-            return f"reward hook returned {len(rewards)} rewards for {len(mains)} rollouts"
-        for entry, reward in zip(entries, rewards, strict=True):
-            for sample in flatten([entry]):
-                sample.reward = reward
-        return None
-
     async def _judge(self, traces: list[Any], call: CallStats) -> GroupOutcome:
         """Traces of one task → a kept group or a drop (reason), hooks applied."""
         call.see(traces)
@@ -182,7 +161,7 @@ class Orchestrator:
                                  reward_key=self.settings.reward_key, stats=call.engine.get)
         if not outcome.kept:
             return outcome
-        problem = await self._score(outcome.samples)
+        problem = await score(self.hooks.reward, outcome.samples)
         if problem is not None:
             return GroupOutcome([], "reward_hook_count", problem)
         self._take_rollout_ids(len(outcome.samples))
@@ -290,7 +269,7 @@ class Orchestrator:
                 pairs.append((trace, entry))
             self._eval.group_index += 1
         samples = [entry for _, entry in pairs]
-        problem = await self._score(samples)
+        problem = await score(self.hooks.reward, samples)
         if problem is not None:
             raise ConfigurationError(f"eval: {problem}")
         rewards = [eval_reward_value(s.reward, key=settings.reward_key, trace=t) for t, s in pairs]

@@ -51,6 +51,8 @@ def orchestrator(behaviours, sglang_mock, *, meta=None, **settings) -> Orchestra
 def test_the_adapter_resolves_the_importable_miles_classes(miles) -> None:
     assert sample_class() is miles.Sample
     assert abi_types()[1].__module__ == "miles.rollout.base_types"
+    with pytest.raises(TypeError, match="session_id"):  # what crashed the seed inside Miles (#1703)
+        miles.Sample(session_id="trace-1")
 
 
 TRAIN_CASES = [

@@ -133,6 +133,7 @@ async def handle_generate(state: BridgeState, body: bytes | Mapping[str, Any], s
         state.refusal = exc
         return error_reply(400, CONFIGURATION_ERROR, str(exc))
     except EngineAbortedError as exc:
+        state.stats.record_abort(session_id)  # Miles maps an abort to Sample.Status.ABORTED
         return error_reply(503, ENGINE_ERROR, str(exc))
     except WireFormatError as exc:
         return error_reply(502, ENGINE_ERROR, f"malformed engine output: {exc}")

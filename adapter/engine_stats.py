@@ -1,7 +1,8 @@
 """Per-session SGLang `meta_info` stats: what the engine said about each rollout's turns.
 
-The bridge calls `SessionStats.record(session_id, output)` after every engine answer (the
-session id is Verifiers' `X-Session-ID`, i.e. the trace id). The sample builder then takes a
+The bridge calls `SessionStats.record(session_id, output)` after every valid engine answer, and
+`record_abort(session_id)` when SGLang aborted the request (the session id is Verifiers'
+`X-Session-ID`, i.e. the trace id). The sample builder then takes a
 trace's `RolloutStats` and folds them into its samples the way Miles'
 `Sample.update_from_meta_info` does (design/MILES.md §1):
 
@@ -86,13 +87,21 @@ class SessionStats:
     def record(self, session_id: str | None, output: Any) -> None:
         """Fold one `/generate` output in; outputs without a session or `meta_info` are skipped."""
         meta = output.get("meta_info") if isinstance(output, Mapping) else None
-        if not session_id or not isinstance(meta, Mapping):
-            return
+        if session_id and isinstance(meta, Mapping):
+            self._touch(session_id).add(meta)
+
+    def record_abort(self, session_id: str | None) -> None:
+        """The engine aborted this session's request (there is no valid output to fold in)."""
+        if session_id:
+            self._touch(session_id).last_finish = "abort"
+
+    def _touch(self, session_id: str) -> RolloutStats:
+        """The session's stats, most recent last; the oldest evicted past the bound."""
         stats = self._by_session.pop(session_id, None) or RolloutStats()
-        stats.add(meta)
         self._by_session[session_id] = stats
         while len(self._by_session) > self.max_size:
             self._by_session.popitem(last=False)
+        return stats
 
     def get(self, session_id: str) -> RolloutStats | None:
         return self._by_session.get(session_id)

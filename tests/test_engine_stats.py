@@ -89,6 +89,19 @@ async def test_the_bridge_records_every_engine_answer_by_session(sglang_mock) ->
         2, 6, ["default", "default"], "length")
 
 
+async def test_the_bridge_records_an_engine_abort_for_the_status(sglang_mock) -> None:
+    engine = SGLangClient(sglang_mock.url)
+    app = create_app(Settings(), engine, model="m")
+    sglang_mock.script(Completion([40], [-0.3]), Completion([1], [-0.1], finish="abort"))
+    body = {"model": "m", "token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 4, "logprobs": 1}}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bridge") as client:
+        statuses = [(await client.post("/inference/v1/generate", json=body, headers={"X-Session-ID": "t"})).status_code
+                    for _ in range(2)]
+    await engine.aclose()
+    recorded = app.state.bridge.stats.get("t")
+    assert (statuses, recorded.calls, recorded.last_finish) == ([200, 503], 1, "abort")
+
+
 def test_stats_fill_weight_versions_everywhere_and_counters_on_the_main_branch() -> None:
     stats = RolloutStats(calls=2, weight_versions=["4", "5"], cached_tokens=7, prompt_tokens=9,
                          spec={"spec_accept_token_num": 1, "spec_draft_token_num": 2, "spec_verify_ct": 3,

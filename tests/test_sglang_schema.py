@@ -104,7 +104,8 @@ def test_the_generated_requests_cover_every_key_the_adapter_lets_through() -> No
 
 
 @needs_trees
-@given(sampling=SAMPLING, grammar=GRAMMAR, settings=SETTINGS, prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=64),
+@given(sampling=SAMPLING, grammar=GRAMMAR, settings=SETTINGS,
+       prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=64),
        priority=st.none() | st.integers(-5, 5), cache_salt=st.none() | st.text(min_size=1, max_size=8))
 def test_every_payload_from_a_renderers_request_is_accepted_by_sglang(
     sampling: dict[str, Any], grammar: dict[str, Any], settings: dict[str, Any], prompt: list[int], priority: Any,

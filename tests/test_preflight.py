@@ -120,14 +120,19 @@ def test_vocabulary_agreement_when_the_engine_reports_it() -> None:
 
 
 async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(qwen3_tokenizer, tmp_path) -> None:
-    engine = ScriptedEngine()
+    calls: list[str] = []
 
     async def info(request):
         return JSONResponse({"model_path": "tiny", "vocab_size": 1000})
 
-    app = Starlette(routes=[Route("/get_model_info", info)])
+    async def anything_else(request):
+        calls.append(request.url.path)
+        return JSONResponse({"error": {"message": "not expected"}}, status_code=400)
+
+    app = Starlette(routes=[Route("/get_model_info", info),
+                            Route("/{path:path}", anything_else, methods=["GET", "POST"])])
     async with served(app) as url:
         code, err, _ = await run_cli(["rollout", "--sglang-url", url, "--config", ARITH, "--model", "Qwen/Qwen3-0.6B",
                                       "--tokenizer", str(qwen3_tokenizer)], no_hub_env(tmp_path))
     assert code == 2 and "vocabulary of 1000" in err and "--tokenizer" in err
-    assert engine.generate_requests() == []
+    assert calls == []  # no generate call: refused before the first episode

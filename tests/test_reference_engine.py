@@ -1,6 +1,6 @@
 """The reference engine (e2e/engine): SGLang's native wire on CPU, served over real HTTP.
 
-The tiny model is built once (≈1 min on 2 cores) into the default cache (`$VF_SGLANG_CACHE`
+The tiny model is built once (seconds) into the default cache (`$VF_SGLANG_CACHE`
 or `~/.cache/vf-sglang`) and reused on later runs. Sampled ids are never compared with fixed
 values (weights may differ across CPUs): tests assert properties within one run.
 """

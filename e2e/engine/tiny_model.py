@@ -11,7 +11,8 @@ Invariants: a directory with that name is complete: it is built in a temporary s
 renamed into place, so a crash never leaves a half-written model behind and two concurrent
 builders agree on one result. Changing anything that changes the weights must change the
 recipe (bump `RECIPE_VERSION` for code changes); the hash then names a new directory.
-Training is seeded and runs on 2 threads with deterministic algorithms; weights are not
+Training is seeded and runs on one thread with deterministic algorithms (see `tiny_train.py`
+for the data and the compact-vocabulary loss that keeps it to seconds); weights are not
 guaranteed bit-identical across CPUs, so tests assert properties, never exact sampled ids.
 """
 
@@ -34,7 +35,7 @@ from e2e.engine.errors import TinyModelBuildError
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 CACHE_ENV = "VF_SGLANG_CACHE"
 MODEL_PREFIX = "tiny-qwen3-"
 RECIPE_FILE = "recipe.json"
@@ -44,8 +45,8 @@ RECIPE: dict[str, Any] = {
     "recipe_version": RECIPE_VERSION,
     "model": {
         "vocab_size": 151936,
-        "hidden_size": 128,
-        "intermediate_size": 256,
+        "hidden_size": 64,
+        "intermediate_size": 128,
         "num_hidden_layers": 2,
         "num_attention_heads": 2,
         "num_key_value_heads": 1,
@@ -59,17 +60,19 @@ RECIPE: dict[str, Any] = {
     "train": {
         "init_seed": 0,
         "data_seed": 20240601,
-        "steps": 150,
-        "batch_size": 16,
-        "lr": 3e-3,
+        "steps": 200,
+        "batch_size": 32,
+        "lr": 6e-3,
         "warmup_steps": 10,
         "weight_decay": 0.0,
-        "threads": 2,
+        "threads": 1,
         "ranges": {"add_max": 25, "sub_max": 30, "mul_max": 12},
-        # Half of arith-v1's twelve rows, seen often enough to be learnt by heart; the other
-        # six are only ever met as random problems (mostly answered wrong or off by one).
-        "anchors": [[3, "+", 4], [12, "+", 9], [6, "*", 7], [9, "*", 9], [15, "-", 6], [11, "+", 11]],
-        "anchor_fraction": 0.5,
+        # arith-v1's twelve rows (fixtures/tasksets/arith_v1.py), answered by a noisy teacher
+        # so the model samples right (1.0), off-by-one (0.5) and wrong (0.0) answers for each.
+        "rows": [[3, "+", 4], [7, "+", 5], [12, "+", 9], [20, "+", 22], [6, "*", 7], [8, "*", 3],
+                 [9, "*", 9], [4, "*", 12], [15, "-", 6], [30, "-", 17], [11, "+", 11], [5, "*", 5]],
+        "row_fraction": 0.9,
+        "answer_mix": {"exact": 0.5, "near": 0.3},
     },
     "save_dtype": "bfloat16",
 }
@@ -126,10 +129,7 @@ def _train_into(workdir: Path, recipe: dict[str, Any], *, progress: bool) -> dic
     train = recipe["train"]
     started = time.monotonic()
     with _deterministic_torch(train["threads"]):
-        torch.manual_seed(train["init_seed"])
-        config = transformers.Qwen3Config(**recipe["model"])
-        model = transformers.Qwen3ForCausalLM(config)
-        final_loss = train_model(model, tokenizer, train, progress=progress)
+        model, final_loss = train_model(tokenizer, recipe, progress=progress)
     model.generation_config = transformers.GenerationConfig(
         bos_token_id=recipe["model"]["bos_token_id"],
         eos_token_id=recipe["model"]["eos_token_id"],
@@ -155,7 +155,7 @@ def _publish(workdir: Path, target: Path) -> None:
 
 
 def build_tiny_model(cache_root: Path | None = None, *, progress: bool = True) -> Path:
-    """The tiny model's directory: loaded from the cache, or built (≈1 min on 2 cores) once.
+    """The tiny model's directory: loaded from the cache, or built once (seconds: see README).
 
     Raises `TinyModelBuildError` when the cache root cannot be written or the build fails."""
     recipe = copy.deepcopy(RECIPE)

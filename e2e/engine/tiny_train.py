@@ -1,17 +1,26 @@
 """Training data and the short training loop of the tiny Qwen3-shaped model.
 
-Consumes: a randomly initialised causal LM, the real Qwen3 tokenizer and the `train` section
-of the recipe (see `tiny_model.py`). Emits: the trained model (in place) and its final loss.
+Consumes: the real Qwen3 tokenizer, the `model` and `train` sections of the recipe (see
+`tiny_model.py`). Emits: a full-vocabulary `Qwen3ForCausalLM` (the real transformers class)
+and the mean loss of the last ten steps.
 
-The data is the chat format of the bundled `arith-v1` taskset: one user message rendered
-exactly as Renderers' Qwen3 renderer renders it with the generation prompt (thinking enabled,
-the default: nothing follows "assistant\\n"; `tests/test_reference_engine.py` checks this
-prefix against Renderers), then the answer's digits and `<|im_end|>`. Questions are random
-("What is {a} {op} {b}? Answer with just the number.") from a fixed data seed, so the model
-learns the format and to stop, and gets only some sums right. Loss is taken on the answer
-and `<|im_end|>` only; the LM head is applied to those positions only (the full-vocabulary
-head dominates the cost otherwise). Sequences are right-padded: with causal attention, the
-pads never influence a scored position, so no attention mask is needed.
+Data. The chat format of the bundled `arith-v1` taskset: one user message rendered exactly as
+Renderers' Qwen3 renderer renders it with the generation prompt (thinking enabled, the default:
+nothing follows "assistant\\n"; `tests/test_reference_engine.py` checks this prefix against
+Renderers), then an answer's digits and `<|im_end|>`. Most examples are the taskset's own rows
+answered by a *noisy teacher* (`answer_mix`: exact, off by one, further off), so the trained
+model samples right, close and wrong answers for the same prompt and rewards vary inside a
+group; the rest are random problems answered exactly, so the format generalises. All of it is
+drawn from one data seed.
+
+Compact training, exact loss. Only the few hundred token ids the data uses (`training_vocab`)
+get embedding rows; every other row of the full model is zero, so its logit is exactly 0 for
+any hidden state. Training therefore runs a Qwen3 model whose vocabulary is just those ids and
+adds one constant column, `log(number of zero rows)`, to the softmax: the loss equals the full
+model's cross-entropy over all 151,936 tokens, at a fraction of the cost (the full-vocabulary
+head and its 19 M-row gradient dominate otherwise). `expand_to_full` then scatters the trained
+rows into the full vocabulary. Sequences are right-padded: with causal attention the pads never
+influence a scored position, so no attention mask is needed.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ QUESTION_TEMPLATE = "What is {a} {op} {b}? Answer with just the number."
 END_OF_TURN = "<|im_end|>"
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
+Example = tuple[list[int], int]  # token ids of prompt + answer + <|im_end|>, prompt length
+
 
 def render_prompt(question: str) -> str:
     """The prompt text the engine sees for one user message (the generation prompt included)."""
@@ -52,29 +63,54 @@ def random_problem(rng: random.Random, ranges: Mapping[str, Any]) -> tuple[str, 
     return QUESTION_TEMPLATE.format(a=a, op=op, b=b), OPS[op](a, b)
 
 
+def noisy_answer(rng: random.Random, answer: int, mix: Mapping[str, float]) -> int:
+    """The noisy teacher: `answer` (prob. `exact`), answer ± 1 (`near`), else ± 2..9."""
+    draw = rng.random()
+    if draw < mix["exact"]:
+        return answer
+    offset = 1 if draw < mix["exact"] + mix["near"] else rng.randint(2, 9)
+    return answer - offset if answer - offset >= 0 and rng.random() < 0.5 else answer + offset
+
+
 def draw_problem(rng: random.Random, train: Mapping[str, Any]) -> tuple[str, int]:
-    """A training problem: one of the recipe's anchor rows with probability
-    `anchor_fraction`, else a random one from `ranges`."""
-    anchors = train["anchors"]
-    if anchors and rng.random() < train["anchor_fraction"]:
-        a, op, b = rng.choice(anchors)
-        return QUESTION_TEMPLATE.format(a=a, op=op, b=b), OPS[op](a, b)
+    """A training problem: one of the taskset's rows answered by the noisy teacher (prob.
+    `row_fraction`), else a random problem from `ranges` answered exactly."""
+    if rng.random() < train["row_fraction"]:
+        a, op, b = rng.choice(train["rows"])
+        return QUESTION_TEMPLATE.format(a=a, op=op, b=b), noisy_answer(rng, OPS[op](a, b), train["answer_mix"])
     return random_problem(rng, train["ranges"])
 
 
-def encode_example(tokenizer: Any, question: str, answer: int) -> tuple[list[int], int]:
+def encode_example(tokenizer: Any, question: str, answer: int) -> Example:
     """Token ids of prompt + answer + `<|im_end|>`, and how many of them the prompt holds."""
     prompt = tokenizer.encode(render_prompt(question), add_special_tokens=False)
     target = tokenizer.encode(f"{answer}{END_OF_TURN}", add_special_tokens=False)
     return prompt + target, len(prompt)
 
 
-def _batch(tokenizer: Any, rng: random.Random, train: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+def training_examples(tokenizer: Any, train: Mapping[str, Any]) -> list[Example]:
+    """Every example of the run, in order (`steps × batch_size`, from `data_seed`)."""
+    rng = random.Random(train["data_seed"])
+    cache: dict[tuple[str, int], Example] = {}
+    examples = []
+    for _ in range(train["steps"] * train["batch_size"]):
+        problem = draw_problem(rng, train)
+        if problem not in cache:
+            cache[problem] = encode_example(tokenizer, *problem)
+        examples.append(cache[problem])
+    return examples
+
+
+def training_vocab(examples: list[Example], pad_id: int) -> list[int]:
+    """The sorted token ids the data uses (the pad id included): the rows that get trained."""
+    return sorted({pad_id, *(token for ids, _ in examples for token in ids)})
+
+
+def _batch(rows: list[Example], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded input ids [B, T] and a boolean mask [B, T] of the positions whose NEXT
     token is scored (the last prompt token through the token before `<|im_end|>`)."""
-    rows = [encode_example(tokenizer, *draw_problem(rng, train)) for _ in range(train["batch_size"])]
     width = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
     scored = torch.zeros((len(rows), width), dtype=torch.bool)
     for row, (tokens, prompt_len) in enumerate(rows):
         ids[row, : len(tokens)] = torch.tensor(tokens)
@@ -82,11 +118,14 @@ def _batch(tokenizer: Any, rng: random.Random, train: Mapping[str, Any]) -> tupl
     return ids, scored
 
 
-def _loss(model: Any, ids: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+def _loss(model: Any, ids: torch.Tensor, scored: torch.Tensor, zero_rows: int) -> torch.Tensor:
+    """The full-vocabulary cross-entropy: the compact logits plus one column standing for the
+    `zero_rows` tokens whose logit is exactly 0."""
     hidden = model.model(input_ids=ids).last_hidden_state
-    logits = model.lm_head(hidden[:, :-1][scored[:, :-1]])
+    logits = model.lm_head(hidden[:, :-1][scored[:, :-1]]).float()
+    rest = logits.new_full((logits.shape[0], 1), math.log(zero_rows))
     targets = ids[:, 1:][scored[:, :-1]]
-    return torch.nn.functional.cross_entropy(logits.float(), targets)
+    return torch.nn.functional.cross_entropy(torch.cat([logits, rest], dim=1), targets)
 
 
 def _lr_factor(step: int, train: Mapping[str, Any]) -> float:
@@ -98,20 +137,52 @@ def _lr_factor(step: int, train: Mapping[str, Any]) -> float:
     return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def train_model(model: Any, tokenizer: Any, train: Mapping[str, Any], *, progress: bool) -> float:
-    """Train `model` in place for `train["steps"]` steps; returns the mean loss of the last 10."""
-    rng = random.Random(train["data_seed"])
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"], betas=(0.9, 0.98), fused=True
-    )
+def _compact_config(model_recipe: Mapping[str, Any], vocab: list[int]) -> Any:
+    import transformers
+
+    shape = {k: v for k, v in model_recipe.items() if not k.endswith("token_id")}
+    pad = vocab.index(model_recipe["pad_token_id"])
+    return transformers.Qwen3Config(**{**shape, "vocab_size": len(vocab), "pad_token_id": pad})
+
+
+def expand_to_full(compact: Any, vocab: list[int], model_recipe: Mapping[str, Any]) -> Any:
+    """The full-vocabulary Qwen3 model: the compact weights, trained embedding rows scattered
+    to their token ids, every other row zero."""
+    import transformers
+
+    state = compact.state_dict()
+    rows = state["model.embed_tokens.weight"]
+    embeddings = rows.new_zeros((model_recipe["vocab_size"], rows.shape[1]))
+    embeddings[torch.tensor(vocab)] = rows
+    state["model.embed_tokens.weight"] = state["lm_head.weight"] = embeddings
+    full = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**model_recipe))
+    full.load_state_dict(state)
+    return full.eval()
+
+
+def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) -> tuple[Any, float]:
+    """Build (seeded), train and expand the model; returns it and the mean loss of the last 10."""
+    import transformers
+
+    train, model_recipe = recipe["train"], recipe["model"]
+    examples = training_examples(tokenizer, train)
+    vocab = training_vocab(examples, model_recipe["pad_token_id"])
+    index = {token: i for i, token in enumerate(vocab)}
+    compact_examples = [([index[t] for t in ids], prompt_len) for ids, prompt_len in examples]
+    torch.manual_seed(train["init_seed"])
+    model = transformers.Qwen3ForCausalLM(_compact_config(model_recipe, vocab))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"],
+                                  betas=(0.9, 0.98))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, train))
+    zero_rows = model_recipe["vocab_size"] - len(vocab)
     model.train()
     recent: list[float] = []
+    size = train["batch_size"]
     bar = tqdm(range(train["steps"]), desc="tiny-qwen3", unit="step", disable=not progress, leave=False)
-    for _ in bar:
-        ids, scored = _batch(tokenizer, rng, train)
-        loss = _loss(model, ids, scored)
-        optimizer.zero_grad(set_to_none=True)
+    for step in bar:
+        ids, scored = _batch(compact_examples[step * size : (step + 1) * size], index[model_recipe["pad_token_id"]])
+        loss = _loss(model, ids, scored, zero_rows)
+        optimizer.zero_grad(set_to_none=False)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -119,7 +190,6 @@ def train_model(model: Any, tokenizer: Any, train: Mapping[str, Any], *, progres
         recent = [*recent[-9:], loss.detach().item()]
         bar.set_postfix(loss=f"{recent[-1]:.3f}")
     bar.close()
-    model.eval()
     final = sum(recent) / len(recent)
-    logger.info("tiny-qwen3: trained %d steps, final loss %.4f", train["steps"], final)
-    return final
+    logger.info("tiny-qwen3: trained %d steps on %d token ids, final loss %.4f", train["steps"], len(vocab), final)
+    return expand_to_full(model.eval(), vocab, model_recipe), final

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from adapter.cli_help import CHECK_HELP, add_command
 from adapter.errors import VfSglangError
 from adapter.recording import record_option, start_recording
 from adapter.settings import Settings
@@ -94,11 +95,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def add_check_command(commands: Any) -> None:
-    check = commands.add_parser(
-        "check", help="preflight a live SGLang server: the adapter's wire checks as a table (exit 0 when they pass)",
-        description="Run the live conformance checks (the same as `pytest -m live`) against an SGLang server or "
-        "router before a long training run; with --config also one real episode group.",
-    )
+    check = add_command(commands, "check", CHECK_HELP)
     check.add_argument("--sglang-url", required=True, help="the SGLang server or router, e.g. http://127.0.0.1:30000")
     check.add_argument("--config", default=None, help="a Verifiers V1 EnvConfig TOML: also run one episode group")
     check.add_argument("--tokenizer", default=None, help="the model's local checkpoint/tokenizer dir")

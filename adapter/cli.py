@@ -1,7 +1,8 @@
 """`vf-sglang`: the command line. Each subcommand is a thin call into the package.
 
-Errors the user can act on (`VfSglangError`) print as one line on stderr with exit status 2;
-anything else is a bug and keeps its traceback.
+Errors the user can act on (`VfSglangError`, a server that cannot listen, a tiny-model build that
+cannot write its cache) print as one line on stderr with exit status 2; anything else is a bug
+and keeps its traceback. Every parser has `allow_abbrev=False` (`adapter.cli_help.add_command`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from typing import Any
 
 from adapter import __version__
 from adapter.check import add_check_command
+from adapter.cli_help import (
+    COMPAT_HELP,
+    MILES_COMMAND_HELP,
+    SERVE_BRIDGE_HELP,
+    VERSIONS_HELP,
+    add_command,
+)
 from adapter.commands import add_job_commands
 from adapter.errors import VfSglangError
 from adapter.recording import record_option
@@ -70,12 +78,7 @@ def _serve_bridge(args: argparse.Namespace) -> int:
 
 
 def _add_serve_bridge(commands: Any) -> None:
-    serve = commands.add_parser(
-        "serve-bridge",
-        help="serve Renderers' token-in/token-out API (/inference/v1/generate) on top of an SGLang server",
-        description="Put an SGLang server behind Renderers' /inference/v1/generate API, for any "
-        "Verifiers TrainClient. Prints its URL once it is ready.",
-    )
+    serve = add_command(commands, "serve-bridge", SERVE_BRIDGE_HELP)
     serve.add_argument("--sglang-url", required=True, help="the SGLang server or router, e.g. http://127.0.0.1:30000")
     record_option(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
@@ -110,13 +113,7 @@ def _miles_command(args: argparse.Namespace) -> int:
 
 
 def _add_miles_command(commands: Any) -> None:
-    cmd = commands.add_parser(
-        "miles-command",
-        help="print the Miles training command that runs a Verifiers environment through the adapter",
-        description="Print the Miles training command (ray job submit ... train.py ...). The rollout "
-        "entry point and the workers' environment come from one merged environment: defaults, then "
-        "the ambient environment, then --extra-env-vars (which wins).",
-    )
+    cmd = add_command(commands, "miles-command", MILES_COMMAND_HELP)
     cmd.add_argument("--config", required=True, help="the Verifiers V1 EnvConfig TOML")
     cmd.add_argument("--hf-checkpoint", required=True, help="the policy checkpoint (HF format)")
     cmd.add_argument("--env-source-dir", action="append", default=[],
@@ -147,19 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vf-sglang",
         description="Run Verifiers V1 environments against an SGLang-served policy and turn "
         "the traces into Miles-shaped Sample groups.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"vf-sglang {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    versions = commands.add_parser(
-        "versions",
-        help="print the installed verifiers/renderers and the API generation they map to",
-    )
+    versions = add_command(commands, "versions", VERSIONS_HELP)
     versions.set_defaults(run=_versions)
     _add_serve_bridge(commands)
     _add_miles_command(commands)
     add_job_commands(commands)
     add_check_command(commands)
-    compat = commands.add_parser("compat", help="print the verifiers × renderers compatibility table")
+    compat = add_command(commands, "compat", COMPAT_HELP)
     compat.add_argument("--write", action="store_true",
                         help="write the table as a markdown document (to --out, default ./docs/compatibility.md)")
     compat.add_argument("--out", default=None,
@@ -169,11 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from adapter.serve import ServeError
+    from e2e.engine.errors import TinyModelBuildError
+
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except VfSglangError as exc:
+    except (VfSglangError, ServeError, TinyModelBuildError) as exc:  # the user can act on these
         print(f"vf-sglang: error: {exc}", file=sys.stderr)
         return 2
 

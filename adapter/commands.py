@@ -1,74 +1,141 @@
 """The job subcommands of `vf-sglang`: `demo` (the main job, on the embedded reference
 engine), `rollout` (the same pipeline against a real SGLang server) and `engine` (the
-reference engine alone). Registered on the parser by `adapter.cli`."""
+reference engine alone). Registered on the parser by `adapter.cli`.
+
+Flags are data: `JOB_FLAGS` says which `Settings` fields each job flag fills. `_settings`
+builds `Settings` from it and `flag_names` inverts it into the flag map that validation renders
+its messages with, so an error names what the user typed (`--groups`, `--n`), not the Miles
+flag behind it. Cheap input checks (`adapter.inputs`: model dir, tokenizer, port) run before
+any slow work: before the tiny model is built and before an engine loads weights.
+
+`demo` is seeded by default (`--seed`, default `DEMO_SEED`): rollout i of task t samples with
+seed `seed + t × n + i`, which the reference engine feeds to a per-request `torch.Generator`;
+the engine decodes one request at a time (no batching), so what a rollout samples does not
+depend on what else is in flight, and the table lists groups by task. Two runs print the same
+table.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from adapter.bundled import BUNDLED_IDS, add_env_sources
+from adapter.cli_help import DEMO_HELP, ENGINE_HELP, ROLLOUT_HELP, add_command
+from adapter.config import load_env_config
 from adapter.generations import installed
-from adapter.jobs import run_rollouts
+from adapter.inputs import check_model_dir, check_port_free, check_tokenizer_dir
+from adapter.progress import GroupProgress, progress_wanted
 from adapter.recording import record_option, start_recording
 from adapter.results import format_table, write_jsonl
 from adapter.settings import Settings
+from adapter.validation import validate
 
 QWEN3 = "Qwen/Qwen3-0.6B"
 BUNDLED = BUNDLED_IDS
+DEMO_SEED = 0
+
+# job flag → the `Settings` fields it fills (the only place this mapping is written)
+JOB_FLAGS: dict[str, tuple[str, ...]] = {
+    "--groups": ("rollout_batch_size", "over_sampling_batch_size"),
+    "--n": ("n_samples_per_prompt",),
+    "--max-response-len": ("rollout_max_response_len",),
+    "--max-context-len": ("rollout_max_context_len",),
+    "--temperature": ("rollout_temperature",),
+    "--seed": ("rollout_seed",),
+}
+# what the command-specific flags fill
+ROLLOUT_FLAGS = {"--config": ("verifiers_config",), "--model": ("renderer_model_name",),
+                 "--tokenizer": ("hf_checkpoint",)}
+DEMO_FLAGS = {"--taskset": ("verifiers_config",), "--model-dir": ("hf_checkpoint",)}
 
 
-def _settings(args: argparse.Namespace, *, config: Path, model: str, hf_checkpoint: str) -> Settings:
-    return Settings(
-        verifiers_config=str(config), rollout_batch_size=args.groups, n_samples_per_prompt=args.n,
-        over_sampling_batch_size=args.groups, rollout_max_response_len=args.max_response_len,
-        rollout_max_context_len=args.max_context_len, rollout_temperature=args.temperature,
-        rollout_seed=args.seed, sglang_enable_deterministic_inference=args.seed is not None,
-        renderer_model_name=model, hf_checkpoint=hf_checkpoint, rollout_global_dataset=False,
-    )
+def flag_names(*tables: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """`Settings` field → the flag that fills it (the inverse of the tables)."""
+    return {field: flag for table in tables for flag, fields in table.items() for field in fields}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")  # argparse's own rule
+
+
+def _settings(args: argparse.Namespace, **fields: Any) -> Settings:
+    values = {field: getattr(args, _dest(flag)) for flag, names in JOB_FLAGS.items() for field in names}
+    if values["rollout_seed"] is None:
+        del values["rollout_seed"]
+    return Settings(**values, sglang_enable_deterministic_inference=args.seed is not None,
+                    rollout_global_dataset=False, **fields)
 
 
 def _report(args: argparse.Namespace, groups: list[list[Any]], seconds: float) -> None:
     print(format_table(groups))
     count = write_jsonl(Path(args.out), groups)
-    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s; written to {args.out}")
+    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s; samples written to {Path(args.out).resolve()}")
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(line, flush=True)
+
+
+async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None,
+               flags: Mapping[str, str]) -> list[list[Any]]:
+    from adapter.hooks import RolloutHooks
+    from adapter.jobs import run_rollouts
+
+    with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
+        result = await run_rollouts(settings, engine_url=url, tokenizer_path=tokenizer, flags=flags,
+                                    hooks=RolloutHooks(on_group=progress))
+    return result.groups
 
 
 def _rollout(args: argparse.Namespace) -> int:
     start_recording(args)
+    flags = flag_names(JOB_FLAGS, ROLLOUT_FLAGS)
+    if args.tokenizer and Path(args.tokenizer).expanduser().is_dir():
+        check_tokenizer_dir(Path(args.tokenizer).expanduser(), flag="--tokenizer")
     add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
-    settings = _settings(args, config=Path(args.config), model=args.model, hf_checkpoint=args.tokenizer or args.model)
+    settings = _settings(args, verifiers_config=args.config, renderer_model_name=args.model,
+                         hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
-    result = asyncio.run(run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer))
-    _report(args, result.groups, time.monotonic() - started)
+    groups = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer, flags))
+    _report(args, groups, time.monotonic() - started)
     return 0
 
 
-async def _demo_async(args: argparse.Namespace, model_dir: Path) -> list[list[Any]]:
+async def _demo_async(args: argparse.Namespace, settings: Settings, model_dir: Path,
+                      flags: Mapping[str, str]) -> list[list[Any]]:
     from adapter.serve import served
     from e2e.engine import create_engine_app
 
     async with served(create_engine_app(model_dir, model_id=QWEN3)) as url:
-        print(f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
-        settings = _settings(args, config=installed().bundled_config(args.taskset), model=QWEN3,
-                             hf_checkpoint=str(model_dir))
-        result = await run_rollouts(settings, engine_url=url, tokenizer_path=str(model_dir))
-        return result.groups
+        _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
+        return await _run(args, settings, url, str(model_dir), flags)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from e2e.engine import build_tiny_model
-
     started = time.monotonic()
-    model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model()
-    print(f"tiny Qwen3-shaped model: {model_dir}")
+    flags = flag_names(JOB_FLAGS, DEMO_FLAGS)
+    model_dir = check_model_dir(args.model_dir, flag="--model-dir") if args.model_dir else None
+    settings = _settings(args, verifiers_config=str(installed().bundled_config(args.taskset)),
+                         renderer_model_name=QWEN3)
+    validate(settings, flags=flags)  # options and the config file before the model is built
+    load_env_config(settings.verifiers_config)
+    if model_dir is None:
+        from e2e.engine import build_tiny_model
+
+        model_dir = build_tiny_model(progress=progress_wanted(args.quiet))
+    _say(args, f"tiny Qwen3-shaped model: {model_dir}")
     add_env_sources([installed().bundled_tasksets()])
     start_recording(args)
-    groups = asyncio.run(_demo_async(args, model_dir))
+    settings = dataclasses.replace(settings, hf_checkpoint=str(model_dir))
+    groups = asyncio.run(_demo_async(args, settings, model_dir, flags))
     _report(args, groups, time.monotonic() - started)
     return 0
 
@@ -85,43 +152,70 @@ async def _engine_async(args: argparse.Namespace, model_dir: Path) -> None:
 
 
 def _engine(args: argparse.Namespace) -> int:
-    from e2e.engine import build_tiny_model
+    model_dir = check_model_dir(args.model_dir, flag="--model-dir") if args.model_dir else None
+    check_port_free(args.host, args.port)
+    if model_dir is None:
+        from e2e.engine import build_tiny_model
 
-    model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model()
+        model_dir = build_tiny_model()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_engine_async(args, model_dir))
     return 0
 
 
-def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: str) -> None:
-    parser.add_argument("--groups", type=int, default=groups, help=f"task groups to keep (default {groups})")
-    parser.add_argument("--n", type=int, default=n, help=f"rollouts per task (default {n})")
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    return parse
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0.0:
+        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or more, got {text}")
+    return value
+
+
+def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: str, seed: int | None) -> None:
+    parser.add_argument("--groups", type=_at_least(1), default=groups, help=f"task groups to keep (default {groups})")
+    parser.add_argument("--n", type=_at_least(1), default=n, help=f"rollouts per task (default {n})")
     parser.add_argument("--out", default=out, help=f"JSONL file for the samples (default {out})")
-    parser.add_argument("--max-response-len", type=int, default=64, help="tokens per turn (default 64)")
-    parser.add_argument("--max-context-len", type=int, default=2048, help="context length (default 2048)")
-    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
-    parser.add_argument("--seed", type=int, default=None, help="seed base: rollout i samples with seed+i")
+    parser.add_argument("--max-response-len", type=_at_least(1), default=64, help="tokens per turn (default 64)")
+    parser.add_argument("--max-context-len", type=_at_least(1), default=2048, help="context length (default 2048)")
+    parser.add_argument("--temperature", type=_temperature, default=0.8, help="sampling temperature (default 0.8)")
+    parser.add_argument("--seed", type=int, default=seed,
+                        help=f"seed base: rollout i of task t samples with seed + t×n + i (default {seed}"
+                        + (", unseeded)" if seed is None else ")"))
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
     record_option(parser)
 
 
 def add_job_commands(commands: Any) -> None:
-    demo = commands.add_parser("demo", help="the main job on the embedded default: tiny model + reference engine "
-                               "+ a bundled taskset through the whole pipeline; prints a table, writes JSONL")
+    demo = add_command(commands, "demo", DEMO_HELP)
     demo.add_argument("--taskset", choices=BUNDLED, default="arith-v1", help="bundled taskset (default arith-v1)")
     demo.add_argument("--model-dir", default=None, help="serve this model dir instead of the cached tiny model")
-    _job_options(demo, groups=3, n=4, out="runs/demo-samples.jsonl")
+    _job_options(demo, groups=3, n=4, out="runs/demo-samples.jsonl", seed=DEMO_SEED)
     demo.set_defaults(run=_demo)
 
-    rollout = commands.add_parser("rollout", help="grouped rollouts of an EnvConfig against a running SGLang server")
+    rollout = add_command(commands, "rollout", ROLLOUT_HELP)
     rollout.add_argument("--sglang-url", required=True, help="the SGLang server or router")
     rollout.add_argument("--config", required=True, help="Verifiers V1 EnvConfig TOML")
     rollout.add_argument("--model", required=True, help="the served model's id (picks the renderer), e.g. " + QWEN3)
     rollout.add_argument("--tokenizer", default=None, help="local tokenizer/checkpoint dir (default: --model)")
     rollout.add_argument("--env-source-dir", action="append", default=[], help="taskset modules dir (repeatable)")
-    _job_options(rollout, groups=2, n=4, out="runs/rollout-samples.jsonl")
+    _job_options(rollout, groups=2, n=4, out="runs/rollout-samples.jsonl", seed=None)
     rollout.set_defaults(run=_rollout)
 
-    engine = commands.add_parser("engine", help="the reference engine alone (SGLang's /generate wire on CPU)")
+    engine = add_command(commands, "engine", ENGINE_HELP)
     engine.add_argument("--host", default="127.0.0.1", help="address (default: loopback only)")
     engine.add_argument("--port", type=int, default=0, help="port (default: a free port)")
     engine.add_argument("--model-dir", default=None, help="model dir (default: the cached tiny model)")

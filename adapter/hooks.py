@@ -50,6 +50,8 @@ class RolloutHooks:
     keep: FilterHook | None = None
     sample_filter: GroupsHook | None = None
     all_samples: GroupsHook | None = None
+    # an observer: called with each group the train loop keeps, as it is kept (CLI progress)
+    on_group: Callable[[list[Any]], None] | None = None
 
 
 

@@ -15,7 +15,7 @@ fixtures (`adapter.bundled`) and present results with `adapter.results`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from adapter.config import load_env_config
 from adapter.errors import ConfigurationError
@@ -37,11 +37,13 @@ def prepare_orchestrator(
     engine_url: str | Callable[[], str],
     hooks: RolloutHooks | None = None,
     tokenizer_path: str | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> Orchestrator:
     """Versions, trainer options, the EnvConfig, the tokenizer and the taskset, all checked
-    before any episode runs; then the orchestrator for the installed Verifiers generation."""
+    before any episode runs; then the orchestrator for the installed Verifiers generation.
+    `flags` names the options in errors (`adapter.validation.FlagNames`; default: Miles' flags)."""
     generation = installed()
-    validate(settings)
+    validate(settings, flags=flags)
     config = load_env_config(settings.verifiers_config)
     source = (tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
               or settings.renderer_model_name)
@@ -51,7 +53,7 @@ def prepare_orchestrator(
     model = settings.renderer_model_name or renderer_model_for(source)
     local_tokenizer = resolve_tokenizer(source)
     backend = generation.load(config.data)
-    validate(settings, EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward))
+    validate(settings, EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward), flags=flags)
     return Orchestrator(
         settings=settings,
         backend=backend,
@@ -76,12 +78,20 @@ def renderer_model_for(checkpoint: str) -> str:
     return identity
 
 
-async def run_rollouts(settings: Settings, *, engine_url: str, tokenizer_path: str | None = None) -> TrainOutput:
-    validate(settings)  # the cheap checks first: options and the config file, then the engine
+async def run_rollouts(
+    settings: Settings,
+    *,
+    engine_url: str,
+    tokenizer_path: str | None = None,
+    flags: Mapping[str, str] | None = None,
+    hooks: RolloutHooks | None = None,
+) -> TrainOutput:
+    validate(settings, flags=flags)  # the cheap checks first: options and the config file, then the engine
     load_env_config(settings.verifiers_config)
     bypass_proxies_for_loopback()  # a loopback engine and bridge are never reached through a proxy
     info = await check_engine(engine_url)
-    orchestrator = prepare_orchestrator(settings, engine_url=engine_url, tokenizer_path=tokenizer_path)
+    orchestrator = prepare_orchestrator(settings, engine_url=engine_url, tokenizer_path=tokenizer_path, flags=flags,
+                                        hooks=hooks)
     if "vocab_size" in info and orchestrator.tokenizer_path:
         from renderers.base import load_tokenizer
 

@@ -209,6 +209,8 @@ class Orchestrator:
                             continue
                         if outcome.kept and len(kept) < target:
                             kept.append(outcome.samples)
+                            if self.hooks.on_group is not None:
+                                self.hooks.on_group(outcome.samples)
                             consecutive_drops = 0
                         elif outcome.drop_reason == FILTERED:
                             filtered[outcome.detail] += 1

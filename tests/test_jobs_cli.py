@@ -31,7 +31,8 @@ async def test_rollout_command_writes_verifiable_samples(tmp_path, qwen3_tokeniz
             "--out", str(out), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=300)
     assert process.returncode == 0, stderr.decode()[-2000:]
-    assert "group 0 reward mean" in stdout.decode()
+    assert "task 0 group: reward mean" in stdout.decode()
+    assert stderr.decode().strip() == "", "no progress bar or status noise when stderr is not a terminal"
     samples = load_samples(out)
     verify(samples, expectation_for("group-v1", groups=2, n=2))
     assert json.loads(out.read_text().splitlines()[0])["status"] == "completed"

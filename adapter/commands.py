@@ -119,6 +119,13 @@ async def _demo_async(args: argparse.Namespace, settings: Settings, model_dir: P
         return await _run(args, settings, url, str(model_dir), flags)
 
 
+def _quiet_libraries() -> None:
+    """transformers' own bars (loading, saving weights) off, as ours are."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+
 def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     flags = flag_names(JOB_FLAGS, DEMO_FLAGS)
@@ -127,6 +134,8 @@ def _demo(args: argparse.Namespace) -> int:
                          renderer_model_name=QWEN3)
     validate(settings, flags=flags)  # options and the config file before the model is built
     load_env_config(settings.verifiers_config)
+    if not progress_wanted(args.quiet):
+        _quiet_libraries()
     if model_dir is None:
         from e2e.engine import build_tiny_model
 

@@ -67,3 +67,13 @@ def test_compact_loss_is_the_full_vocabulary_cross_entropy(qwen3_tokenizer: Path
     untrained = torch.ones(recipe["model"]["vocab_size"], dtype=torch.bool)
     untrained[vocab] = False
     assert torch.count_nonzero(full.model.embed_tokens.weight[untrained]) == 0
+
+
+def test_model_cache_is_per_user_and_movable(monkeypatch, tmp_path: Path) -> None:
+    from e2e.engine.tiny_model import CACHE_ENV, default_cache_root
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_root() == tmp_path / "xdg" / "vf-sglang"
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "mine"))
+    assert default_cache_root() == tmp_path / "mine"

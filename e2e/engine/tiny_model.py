@@ -5,7 +5,7 @@ sha256-checked) and `RECIPE` below (model shape, training hyperparameters, data 
 Emits: a self-contained HuggingFace model directory (config, generation config, safetensors
 weights, tokenizer files, `recipe.json`) under
 `<cache_root>/tiny-qwen3-<first 12 hex of sha256(recipe)>`, where `cache_root` defaults to
-`$VF_SGLANG_CACHE` or `~/.cache/vf-sglang`.
+`$VF_SGLANG_CACHE`, else `$XDG_CACHE_HOME/vf-sglang` or `~/.cache/vf-sglang`.
 
 Invariants: a directory with that name is complete: it is built in a temporary sibling and
 renamed into place, so a crash never leaves a half-written model behind and two concurrent
@@ -85,9 +85,12 @@ def recipe_hash(recipe: dict[str, Any]) -> str:
 
 
 def default_cache_root() -> Path:
-    """`$VF_SGLANG_CACHE`, else `~/.cache/vf-sglang`."""
+    """`$VF_SGLANG_CACHE`, else the user's cache dir (`$XDG_CACHE_HOME/vf-sglang`, else
+    `~/.cache/vf-sglang`: `adapter.caches.user_cache_dir`)."""
+    from adapter.caches import user_cache_dir
+
     configured = os.environ.get(CACHE_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "vf-sglang"
+    return Path(configured).expanduser() if configured else user_cache_dir()
 
 
 def _is_complete(model_dir: Path, recipe: dict[str, Any]) -> bool:

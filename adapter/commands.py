@@ -123,7 +123,7 @@ def _quiet_libraries() -> None:
     """transformers' own bars (loading, saving weights) off, as ours are."""
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers lacks the annotation
 
 
 def _demo(args: argparse.Namespace) -> int:

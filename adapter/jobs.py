@@ -23,7 +23,6 @@ from adapter.generations import installed
 from adapter.hooks import RolloutHooks
 from adapter.identity import renderer_identity
 from adapter.preflight import check_engine, check_vocab, resolve_tokenizer
-from adapter.proxies import bypass_proxies_for_loopback
 from adapter.rollout import Orchestrator, TrainOutput
 from adapter.settings import Settings
 from adapter.validation import EnvFacts, validate
@@ -88,7 +87,6 @@ async def run_rollouts(
 ) -> TrainOutput:
     validate(settings, flags=flags)  # the cheap checks first: options and the config file, then the engine
     load_env_config(settings.verifiers_config)
-    bypass_proxies_for_loopback()  # a loopback engine and bridge are never reached through a proxy
     info = await check_engine(engine_url)
     orchestrator = prepare_orchestrator(settings, engine_url=engine_url, tokenizer_path=tokenizer_path, flags=flags,
                                         hooks=hooks)

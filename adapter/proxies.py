@@ -7,13 +7,14 @@ client inside Verifiers' TrainClient (generation B talks to the *served* bridge 
 calls to the proxy, which cannot reach them (seen: `ConnectError`).
 
 Two layers keep them direct:
-  * the SGLang client builds its own transport with `trust_env=False` (adapter/sglang.py);
+  * the adapter's own engine clients read no proxy variables (`trust_env=False`: the SGLang
+    client in adapter/sglang.py, the preflight probe in adapter/preflight.py);
   * `bypass_proxies_for_loopback(environ)` adds 127.0.0.1, localhost and ::1 to `NO_PROXY`
     *and* `no_proxy` (urllib, hence httpx, lets the lowercase one win when both are set), keeping
-    every entry already there. The rollout process calls it before it builds clients or starts
-    episodes, so every client and subprocess it starts inherits it; the E2E runner applies it to
-    every step's environment. The proxy variables themselves stay: non-loopback traffic (uv's
-    package downloads) still needs them on such a machine.
+    every entry already there. The orchestrator calls it when a session opens, before the bridge
+    client is built and before any episode starts, so Verifiers' clients and every subprocess
+    inherit it; the E2E runner applies it to every step's environment. The proxy variables
+    themselves stay: non-loopback traffic (uv's package downloads) still needs them.
 """
 
 from __future__ import annotations

@@ -196,3 +196,28 @@ async def test_class_abi_takes_weight_version_eval_extras_and_reads_routers_lazi
     evaluated = await fn(eval_input(rollout_id=0, generate_state=snapshot, weight_version="3", hf_dir="/ckpt/hf"))
     assert isinstance(evaluated, eval_output) and orch.backend.app.state.bridge.engine.base_url == "http://10.0.0.2:31000"
     assert_eval_ok(evaluated, miles.Sample)
+
+
+async def test_real_episodes_inside_miles_pass_miles_checks(miles, qwen3_tokenizer, sglang_mock) -> None:
+    """The whole pipeline (EnvConfig → Verifiers episodes → TrainClient → bridge → scripted
+    SGLang → traces → samples) with Miles importable: Miles' classes, Miles' checks."""
+    from renderers.base import load_tokenizer
+    from test_episodes import arith_policy, miles_args
+
+    from adapter.miles import VerifiersRolloutFn
+
+    sglang_mock.default = arith_policy(load_tokenizer(str(qwen3_tokenizer)))
+    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", eval_interval=1, reward_key=None,
+                      eval_reward_key="correct")
+    constructor, train_input, eval_input, train_output, eval_output = abi_types()
+    fn = VerifiersRolloutFn(constructor(args=args, data_source=None))
+    trained = await fn(train_input(rollout_id=0, weight_version=1))
+    assert isinstance(trained, train_output)
+    assert_train_ok(trained, args, miles.Sample)
+    samples = [s for group in trained.samples for s in group]
+    assert all(s.weight_versions == ["default"] and s.prefix_cache_info.total_prompt_tokens > 0 for s in samples)
+    assert trained.metrics["verifiers/prefix_cache_hit_rate"] == 0.0  # the scripted engine caches nothing
+    evaluated = await fn(eval_input(rollout_id=0))
+    assert isinstance(evaluated, eval_output)
+    assert_eval_ok(evaluated, miles.Sample)
+    assert set(evaluated.data["arith-v1"]["rewards"]) <= {0.0, 0.5, 1.0}  # `correct`: right, off by one, wrong

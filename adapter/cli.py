@@ -53,9 +53,10 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
         rollout_max_prompt_len=args.max_prompt_len,
         rollout_max_response_len=args.max_response_len,
         sglang_router_policy=args.router_policy,
+        session_lru_size=args.session_lru_size,
     )
     start_recording(args)
-    engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout))
+    engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout), max_in_flight=args.max_in_flight)
     try:
         async with served(create_app(settings, engine, model=args.model), host=args.host, port=args.port) as url:
             print(f"vf-sglang bridge ready at {url} (engine {args.sglang_url})", flush=True)
@@ -90,7 +91,13 @@ def _add_serve_bridge(commands: Any) -> None:
     serve.add_argument("--max-response-len", type=int, default=None, help="cap on tokens per turn")
     serve.add_argument("--router-policy", default=None,
                        help="the SGLang router policy; consistent_hashing/manual route by session id")
-    serve.add_argument("--read-timeout", type=float, default=600.0, help="seconds to wait for one /generate")
+    serve.add_argument("--read-timeout", type=float, default=600.0,
+                       help="seconds one /generate attempt may take, whole body included (finite, > 0)")
+    serve.add_argument("--max-in-flight", type=int, default=512,
+                       help="engine requests on the wire at once; more wait their turn (default: 512, Miles' "
+                       "sglang_server_concurrency for one engine)")
+    serve.add_argument("--session-lru-size", type=int, default=10_000,
+                       help="sessions remembered for the first-turn prompt cap (default: 10000)")
     serve.set_defaults(run=_serve_bridge)
 
 

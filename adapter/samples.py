@@ -20,8 +20,10 @@ Invariants enforced here: token_ids/sampled_mask/logprobs have equal length (els
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from adapter.engine_stats import RolloutStats
@@ -108,6 +110,16 @@ def _aligned(trace: Any, branch: Any) -> tuple[list[int], list[bool], list[float
     return tokens, mask, logprobs
 
 
+def _sampled_logprobs(logprobs: list[float], mask: list[bool]) -> list[float]:
+    """Each logprob as a float where sampled, 0.0 elsewhere, by C-level passes (no Python loop per
+    token). Verifiers stores 0.0 at unsampled positions already; a trace that does not gets the
+    per-token fallback."""
+    values = list(map(float, logprobs))
+    if any(compress(values, map(operator.not_, mask))):
+        values = [v if m else 0.0 for v, m in zip(values, mask, strict=True)]
+    return values
+
+
 def _base(cls: type[Sample], trace: Any, *, reward_key: str | None, rollout_id: int,
           stats: RolloutStats | None) -> dict[str, Any]:
     data = trace.task.data
@@ -137,8 +149,8 @@ def trace_to_samples(trace: Any, *, rollout_id: int, reward_key: str | None = No
             **base,
             tokens=tokens,
             response_length=len(tokens) - start,
-            loss_mask=[int(m) for m in mask[start:]],
-            rollout_log_probs=[float(lp) if m else 0.0 for lp, m in zip(logprobs[start:], mask[start:], strict=True)],
+            loss_mask=list(bytes(mask[start:])),  # bools → 0/1 ints in one C-level pass
+            rollout_log_probs=_sampled_logprobs(logprobs[start:], mask[start:]),
             metadata=_metadata(trace, branch.index, task_index),
         )
         if stats is not None:

@@ -1,0 +1,92 @@
+"""Shared benchmark helpers: process CPU and RSS (by pid, from /proc), machine load, percentiles,
+paired-ratio bootstrap CIs, the served bridge as a subprocess, and the generated-doc writer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
+PROMPT = [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU of a process (this one by default, at full resolution)."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid or os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mb(pid: int | None = None) -> float:
+    for line in Path(f"/proc/{pid or os.getpid()}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    return (f"{os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
+            "(1/5/15 min) when the run started; the machine was shared with other work")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def ratio_ci(paths: Sequence[float], raws: Sequence[float], *, draws: int = 2000) -> tuple[float, float, float]:
+    """Median of per-round ratios path/raw, with a 95 % bootstrap CI over rounds."""
+    ratios = [p / r for p, r in zip(paths, raws, strict=True)]
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return statistics.median(ratios), medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def body(tokens: Sequence[int], max_tokens: int = 16) -> dict:
+    return {"model": "m", "token_ids": list(tokens), "sampling_params": {
+        "max_tokens": max_tokens, "temperature": 0.0, "logprobs": 1, "stop_token_ids": [151645],
+        "skip_special_tokens": False}}
+
+
+@contextlib.contextmanager
+def served_bridge(engine_url: str, *, max_in_flight: int = 512, read_timeout: float = 600) -> Iterator[tuple[str, int]]:
+    """`vf-sglang serve-bridge` as its own process: yields (url, pid); terminated by pid."""
+    exe = str(Path(sys.executable).with_name("vf-sglang"))
+    process = subprocess.Popen([exe, "serve-bridge", "--sglang-url", engine_url, "--model", "m",
+                                "--max-in-flight", str(max_in_flight), "--read-timeout", str(read_timeout),
+                                "--session-lru-size", "100000"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("vf-sglang bridge ready at "):
+            raise RuntimeError(f"serve-bridge did not start: {line!r}")
+        yield line.split()[4], process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def write_section(name: str, lines: Sequence[str]) -> None:
+    """Replace the generated section `name` of docs/performance.md (or append it)."""
+    start, end = f"<!-- begin {name} (generated) -->", f"<!-- end {name} -->"
+    text = DOC.read_text() if DOC.exists() else "# Performance\n"
+    block = "\n".join([start, *lines, end])
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOC.write_text(text)

@@ -25,7 +25,7 @@ from conformance.sglang_outputs import sglang_output
 class Stub:
     def __init__(self, delay: float, tokens: int) -> None:
         self.delay = delay
-        ids = list(range(1000, 1000 + tokens - 1)) + [151645]
+        ids = [*range(1000, 1000 + tokens - 1), 151645]
         self.answer = orjson.dumps(sglang_output(ids, [-0.125] * tokens, request_id="stub"))
         self.generate = self.in_flight = self.peak = 0
 

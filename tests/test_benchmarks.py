@@ -28,4 +28,5 @@ def test_overhead_scenarios_run_at_tiny_size() -> None:
 
 def test_paired_ratio_ci_brackets_the_median() -> None:
     ratio, low, high = ratio_ci([2.0, 2.2, 1.8, 2.1], [1.0, 1.0, 1.0, 1.0])
-    assert low <= ratio <= high and 1.8 <= low and high <= 2.2
+    assert low <= ratio <= high
+    assert low >= 1.8 and high <= 2.2

@@ -90,3 +90,9 @@ def write_section(name: str, lines: Sequence[str]) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     DOC.write_text(text)
+
+
+def goal_table(goals: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """The issue's goals against what this run measured (computed, never hand-edited)."""
+    rows = [f"| {goal} | {measured} | {'yes' if met else '**no**'} |" for goal, measured, met in goals]
+    return ["| goal | measured | met |", "|---|---|---|", *rows, ""]

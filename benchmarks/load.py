@@ -30,7 +30,17 @@ from adapter.bridge import create_app, handle_generate
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient, Timeouts
 from benchmarks import stub
-from benchmarks.common import PROMPT, body, cpu_seconds, machine, percentile, rss_mb, served_bridge, write_section
+from benchmarks.common import (
+    PROMPT,
+    body,
+    cpu_seconds,
+    goal_table,
+    machine,
+    percentile,
+    rss_mb,
+    served_bridge,
+    write_section,
+)
 
 Call = Callable[[dict[str, Any], str], Awaitable[int]]
 
@@ -81,6 +91,8 @@ async def queued(args: argparse.Namespace) -> list[str]:
         wall = time.perf_counter() - started
         seen = await engine_stats(url)
         await engine.aclose()
+    args.goals.append((f"{len(latencies):,} requests, {args.concurrent:,} at once, {args.delay:g} s each: 0 errors",
+                       f"{errors} errors, p99 {percentile(latencies, .99):.2f} s", errors == 0))
     return [f"### {args.concurrent:,} concurrent sessions × {args.turns} turns, {args.delay:g} s per generation",
             "", "| requests | errors | p50 (s) | p99 (s) | wall (s) | floor (s) | peak in flight at the engine |",
             "|---|---|---|---|---|---|---|",
@@ -96,6 +108,11 @@ async def miles(args: argparse.Namespace) -> list[str]:
         wall = time.perf_counter() - started
         seen = await engine_stats(url)
         await engine.aclose()
+    floor, bound = args.miles_delay, min(512, args.miles_inflight)
+    args.goals.append((f"{args.miles_inflight} × {floor:g} s at bound 512: wall ≤ {1.2 * floor:g} s, "
+                       f"{bound} in flight at the engine",
+                       f"{wall:.2f} s, {seen['peak_in_flight']} in flight, {errors} errors",
+                       wall <= 1.2 * floor and seen["peak_in_flight"] == bound and errors == 0))
     return [f"### Miles' concurrency: {args.miles_inflight} requests × {args.miles_delay:g} s, bound 512", "",
             "| requests | errors | wall (s) | floor (s) | wall / floor | peak in flight at the engine |",
             "|---|---|---|---|---|---|",
@@ -104,7 +121,7 @@ async def miles(args: argparse.Namespace) -> list[str]:
 
 
 async def _rounds(call: Call, args: argparse.Namespace, pid: int | None, label: str) -> list[str]:
-    lines = []
+    lines, rss, failed, p99 = [], [], 0, 0.0
     for round_no in (1, 2):
         cpu0, started = cpu_seconds(pid), time.perf_counter()
         latencies, errors = await sessions(call, args.sessions, args.turns, f"{label}{round_no}")
@@ -112,6 +129,12 @@ async def _rounds(call: Call, args: argparse.Namespace, pid: int | None, label: 
         lines.append(row(label, round_no, len(latencies), errors, f"{len(latencies) / wall:,.0f}",
                          f"{percentile(latencies, .5) * 1e3:,.1f}", f"{percentile(latencies, .99) * 1e3:,.1f}",
                          f"{cpu / len(latencies) * 1e6:,.0f}", f"{rss_mb(pid):,.0f}"))
+        rss.append(rss_mb(pid))
+        failed += errors
+        p99 = max(p99, percentile(latencies, .99))
+    args.goals.append((f"{label}: {args.sessions:,} sessions × {args.turns} turns, 0 errors; RSS growth round 1 → 2 "
+                       "< 50 MB", f"{failed} errors, p99 {p99 * 1e3:,.0f} ms, RSS {rss[1] - rss[0]:+.1f} MB",
+                       failed == 0 and rss[1] - rss[0] < 50))
     return lines
 
 
@@ -156,17 +179,22 @@ async def depth(args: argparse.Namespace) -> list[str]:
             per[waiting] = cpu / total
             lines.append(row(waiting, total, f"{per[waiting] * 1e6:,.0f}"))
         await engine.aclose()
+    ratio = per[args.depth] / per[10]
+    args.goals.append((f"bridge CPU per request, {args.depth:,} waiting ≤ 2 × 10 waiting",
+                       f"{per[args.depth] * 1e6:,.0f} vs {per[10] * 1e6:,.0f} µs: {ratio:.2f}×", ratio <= 2))
     return [*lines, "", f"Ratio {args.depth:,} waiting / 10 waiting: {per[args.depth] / per[10]:.2f} "
             "(CPU time is counted in clock ticks: small runs are coarse).", ""]
 
 
 async def run(args: argparse.Namespace) -> list[str]:
     lines = [f"Machine: {machine()}.", ""]
+    args.goals = []
     for scenario in args.scenarios:
         added = await {"queued": queued, "miles": miles, "sessions": sessions_scenario, "depth": depth}[scenario](args)
         print("\n".join(added), flush=True)
         lines += added
-    return lines
+    return [*lines[:2], *goal_table(args.goals), *lines[2:]]
+
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -34,7 +34,7 @@ from adapter.bridge import create_app, handle_generate
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from benchmarks import stub
-from benchmarks.common import PROMPT, body, machine, ratio_ci, served_bridge, write_section
+from benchmarks.common import PROMPT, body, goal_table, machine, ratio_ci, served_bridge, write_section
 
 Path = Callable[[list[int]], Awaitable[Any]]
 
@@ -63,12 +63,16 @@ async def paired(paths: dict[str, Path], tokens: list[int], rounds: int, per_rou
     return means
 
 
-def ratio_table(means: dict[str, list[float]]) -> list[str]:
+def ratio_table(means: dict[str, list[float]], goals: list[tuple[str, str, bool]]) -> list[str]:
     raw = means["raw"]
+    limits = {"in-process": 1.2, "served": 2.0}
     lines = ["| path | median (µs) | added (µs) | ratio vs raw | 95 % CI |", "|---|---|---|---|---|"]
     for name, values in means.items():
         ratio, low, high = ratio_ci(values, raw)
         added = statistics.median(v - r for v, r in zip(values, raw, strict=True))
+        if name in limits:
+            goals.append((f"{name} ≤ {limits[name]}× raw (instant stub)", f"{ratio:.3f}× (CI {low:.3f} – {high:.3f})",
+                          ratio <= limits[name]))
         lines.append(f"| {name} | {statistics.median(values) * 1e6:,.0f} | {added * 1e6:,.0f} | {ratio:.3f} "
                      f"| {low:.3f} – {high:.3f} |")
     return lines
@@ -116,7 +120,9 @@ async def per_turn(paths: dict[str, Path], args: argparse.Namespace) -> list[str
         raw, inproc = statistics.median(means["raw"]) * 1e6, statistics.median(means["in-process"]) * 1e6
         points.append((len(tokens), added))
         lines.append(f"| {turn} | {len(tokens):,} | {raw:,.0f} | {inproc:,.0f} | {added:,.0f} | {inproc / raw:.2f} |")
-    return [*lines, "", f"Added time grows by **{slope(points):,.0f} µs per 1k prompt tokens** (least squares "
+    per_1k = slope(points)
+    args.goals.append(("per-turn added time ≤ 150 µs per 1k prompt tokens", f"{per_1k:,.0f} µs", per_1k <= 150))
+    return [*lines, "", f"Added time grows by **{per_1k:,.0f} µs per 1k prompt tokens** (least squares "
             f"over the turns above; {args.turn_rounds} paired rounds per turn).", ""]
 
 
@@ -135,6 +141,8 @@ def conversion(args: argparse.Namespace) -> list[str]:
             trace_to_samples(trace, rollout_id=0)
         best.append(time.perf_counter() - started)
     rate = tokens / statistics.median(best)
+    args.goals.append(("trace → Sample ≥ 8 M tokens/s (8 × 32k-token traces)", f"{rate / 1e6:.1f} M tokens/s",
+                       rate >= 8e6))
     return [f"8 traces × {tokens // 8:,} tokens (16 turns, half sampled): **{rate / 1e6:.1f} M tokens/s** "
             f"(median of {args.conv_repeats}; `adapter.samples.trace_to_samples`, Verifiers' branch "
             "assembly included).", ""]
@@ -142,6 +150,7 @@ def conversion(args: argparse.Namespace) -> list[str]:
 
 async def run(args: argparse.Namespace) -> list[str]:
     lines = [f"Machine: {machine()}.", ""]
+    args.goals = []
     with stub.running() as (engine_url, _), served_bridge(engine_url) as (bridge_url, _):
         engine = SGLangClient(engine_url)
         state = create_app(Settings(), engine, model="m").state.bridge
@@ -150,13 +159,14 @@ async def run(args: argparse.Namespace) -> list[str]:
                                  http_client=httpx.AsyncClient(trust_env=False))  # type: ignore[arg-type]
             paths = make_paths(engine_url, bridge_url, raw, http, openai, state)
             means = await paired(paths, list(PROMPT), args.rounds, args.per_round)
-            lines += ["### Instant stub engine, 9-token prompt, 16-token completion", "", *ratio_table(means), "",
+            lines += ["### Instant stub engine, 9-token prompt, 16-token completion", "",
+                      *ratio_table(means, args.goals), "",
                       f"{args.rounds} rounds × {args.per_round} requests per path.", "",
                       "### Per-turn cost as the prompt grows (instant stub)", "", *await per_turn(paths, args)]
             await openai.close()
         await engine.aclose()
     lines += ["### Trace → Sample conversion", "", *conversion(args)]
-    return lines
+    return [*lines[:2], *goal_table(args.goals), *lines[2:]]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

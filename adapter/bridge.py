@@ -156,21 +156,8 @@ def _json(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, media_type="application/json")
 
 
-async def _read_body(request: Request) -> bytes | Reply:
-    chunks = bytearray()
-    async for chunk in request.stream():
-        chunks += chunk
-        if len(chunks) > MAX_REQUEST_BYTES:
-            return error_reply(413, CONFIGURATION_ERROR, f"the generate body exceeds {MAX_REQUEST_BYTES:,} bytes")
-    return bytes(chunks)
-
-
-async def generate(request: Request) -> Response:
-    body = await _read_body(request)
-    if isinstance(body, Reply):
-        return _json(body)
-    state: BridgeState = request.app.state.bridge
-    return _json(await handle_generate(state, body, request.headers.get(SESSION_ID_HEADER)))
+async def _generate_method_not_allowed(request: Request) -> Response:  # pragma: no cover
+    raise AssertionError("unreachable: BridgeApp answers POST /inference/v1/generate itself")
 
 
 async def models(request: Request) -> Response:
@@ -186,15 +173,55 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return _json(error_reply(500, INTERNAL_ERROR, "internal error in the vf-sglang bridge (see its log)"))
 
 
+class BridgeApp:
+    """The ASGI app. `POST /inference/v1/generate` is answered on the raw ASGI interface (read
+    the body, `handle_generate`, two sends): no routing, request or response objects per call.
+    Everything else goes to a small Starlette app (`/v1/models`, `/health`, 404/405, and the
+    last-resort 500 handler). `state.bridge` is the `BridgeState`."""
+
+    def __init__(self, routes: Starlette) -> None:
+        self.routes = routes
+        self.state = routes.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == GENERATE_PATH:
+            await self._generate(scope, receive, send)
+        else:
+            await self.routes(scope, receive, send)
+
+    async def _generate(self, scope: Any, receive: Any, send: Any) -> None:
+        body, more = bytearray(), True
+        reply: Reply | None = None
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_REQUEST_BYTES:
+                reply = error_reply(413, CONFIGURATION_ERROR, f"the generate body exceeds {MAX_REQUEST_BYTES:,} bytes")
+                break
+        if reply is None:
+            session = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == _SESSION_KEY), None)
+            reply = await handle_generate(self.state.bridge, bytes(body), session)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(reply.body)).encode())]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": reply.body})
+
+
+GENERATE_PATH = "/inference/v1/generate"
+_SESSION_KEY = SESSION_ID_HEADER.lower().encode()
+
+
 def create_app(
     settings: Settings, engine: SGLangClient, *, model: str | None = None
-) -> Starlette:
+) -> BridgeApp:
     """The bridge for one engine. `model` is the id episodes use (Renderers matches the
     `/v1/models` card by it); `settings.rollout_max_context_len` is the advertised length."""
     overlong_error_class()  # imports verifiers (seconds): pay once here, not on the first request
     app = Starlette(
         routes=[
-            Route("/inference/v1/generate", generate, methods=["POST"]),
+            Route(GENERATE_PATH, _generate_method_not_allowed, methods=["POST"]),  # POST: BridgeApp
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ],
@@ -204,4 +231,4 @@ def create_app(
         settings=settings, engine=engine, model=model, sessions=SessionLRU(settings.session_lru_size),
         budgets=TurnBudgets(ENGINE_ATTEMPTS_PER_TURN, max_size=settings.session_lru_size),
     )
-    return app
+    return BridgeApp(app)

@@ -2,9 +2,11 @@
 
 Concurrency (MILES.md §5): at most `max_in_flight` requests are on the wire at once (Miles'
 `sglang_server_concurrency × rollout_num_gpus // rollout_num_gpus_per_engine`; callers pass
-`Settings.max_in_flight`). A semaphore gates them and the connection pool is sized to the same
-bound, so the pool never queues (httpx's pool scan costs CPU per queued request) and a request
-that merely waits for a slot never times out: waiting callers queue on the semaphore, in order.
+`Settings.max_in_flight`). A semaphore gates them, and the transport holds the same number of
+connections (`adapter.slots.SlotTransport`: one keep-alive connection per slot, handed out in
+O(1), where httpx's single pool scans every connection per queued request), so bridge CPU per
+request does not grow with the number in flight or waiting, and a request that merely waits
+for a slot never times out: waiting callers queue on the semaphore, in order.
 
 Time: one deadline per attempt, `Timeouts.read` seconds from the moment the attempt holds its
 slot, covering connect, send, the engine's wait and the whole body (a body that trickles is
@@ -40,6 +42,7 @@ from adapter.errors import (
     EngineUnavailableError,
 )
 from adapter.jsonio import JSONBodyError, dumps, loads
+from adapter.slots import SlotTransport
 from adapter.wire import SGLangRequest
 
 logger = logging.getLogger(__name__)
@@ -159,8 +162,7 @@ class SGLangClient:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.calls = 0
-        limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
-        built = transport or httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+        built = transport or SlotTransport(max_in_flight)  # one connection per slot, O(1) hand-out
         t = self.timeouts
         # `wrap_transport` (e.g. a cassette recorder) wraps the transport; `--record DIR` installs one.
         wrap_transport = wrap_transport or active_wrap()

@@ -34,7 +34,7 @@ from adapter.bridge import create_app, handle_generate
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from benchmarks import stub
-from benchmarks.common import PROMPT, body, goal_table, machine, ratio_ci, served_bridge, write_section
+from benchmarks.common import PROMPT, body, cpu_seconds, goal_table, machine, ratio_ci, served_bridge, write_section
 
 Path = Callable[[list[int]], Awaitable[Any]]
 
@@ -45,9 +45,12 @@ def sglang_payload(tokens: list[int]) -> bytes:
         "no_stop_trim": True, "spaces_between_special_tokens": False, "n": 1}})
 
 
-async def paired(paths: dict[str, Path], tokens: list[int], rounds: int, per_round: int) -> dict[str, list[float]]:
-    """Per-round mean seconds of each path, paths in a new random order every round."""
+async def paired(paths: dict[str, Path], tokens: list[int], rounds: int, per_round: int,
+                 pids: tuple[int, ...] = (), cpu: dict[str, float] | None = None) -> dict[str, list[float]]:
+    """Per-round mean seconds of each path, paths in a new random order every round; with
+    `cpu`, also each path's CPU per request summed over this process and `pids`."""
     means: dict[str, list[float]] = {name: [] for name in paths}
+    spent = dict.fromkeys(paths, 0.0)
     rng = random.Random(1)
     for call in paths.values():  # warm connections, imports and caches
         for _ in range(3):
@@ -56,17 +59,26 @@ async def paired(paths: dict[str, Path], tokens: list[int], rounds: int, per_rou
         order = list(paths)
         rng.shuffle(order)
         for name in order:
+            cpu0 = _cpu(pids) if cpu is not None else 0.0
             started = time.perf_counter()
             for _ in range(per_round):
-                await call(tokens)
+                await paths[name](tokens)
             means[name].append((time.perf_counter() - started) / per_round)
+            spent[name] += _cpu(pids) - cpu0 if cpu is not None else 0.0
+    if cpu is not None:
+        cpu.update({name: total / (rounds * per_round) for name, total in spent.items()})
     return means
 
 
-def ratio_table(means: dict[str, list[float]], goals: list[tuple[str, str, bool]]) -> list[str]:
+def _cpu(pids: tuple[int, ...]) -> float:
+    return cpu_seconds() + sum(cpu_seconds(pid) for pid in pids)
+
+
+def ratio_table(means: dict[str, list[float]], cpu: dict[str, float], goals: list[tuple[str, str, bool]]) -> list[str]:
     raw = means["raw"]
     limits = {"in-process": 1.2, "served": 2.0}
-    lines = ["| path | median (µs) | added (µs) | ratio vs raw | 95 % CI |", "|---|---|---|---|---|"]
+    lines = ["| path | median (µs) | added (µs) | ratio vs raw | 95 % CI | CPU / request, all processes (µs) "
+             "| CPU ratio |", "|---|---|---|---|---|---|---|"]
     for name, values in means.items():
         ratio, low, high = ratio_ci(values, raw)
         added = statistics.median(v - r for v, r in zip(values, raw, strict=True))
@@ -74,7 +86,7 @@ def ratio_table(means: dict[str, list[float]], goals: list[tuple[str, str, bool]
             goals.append((f"{name} ≤ {limits[name]}× raw (instant stub)", f"{ratio:.3f}× (CI {low:.3f} – {high:.3f})",
                           ratio <= limits[name]))
         lines.append(f"| {name} | {statistics.median(values) * 1e6:,.0f} | {added * 1e6:,.0f} | {ratio:.3f} "
-                     f"| {low:.3f} – {high:.3f} |")
+                     f"| {low:.3f} – {high:.3f} | {cpu[name] * 1e6:,.0f} | {cpu[name] / cpu['raw']:.2f} |")
     return lines
 
 
@@ -151,17 +163,20 @@ def conversion(args: argparse.Namespace) -> list[str]:
 async def run(args: argparse.Namespace) -> list[str]:
     lines = [f"Machine: {machine()}.", ""]
     args.goals = []
-    with stub.running() as (engine_url, _), served_bridge(engine_url) as (bridge_url, _):
+    with stub.running() as (engine_url, stub_pid), served_bridge(engine_url) as (bridge_url, bridge_pid):
         engine = SGLangClient(engine_url)
         state = create_app(Settings(), engine, model="m").state.bridge
         async with httpx.AsyncClient(trust_env=False) as raw, httpx.AsyncClient(trust_env=False) as http:
             openai = AsyncOpenAI(base_url=f"{bridge_url}/v1", api_key="EMPTY", max_retries=0,
                                  http_client=httpx.AsyncClient(trust_env=False))  # type: ignore[arg-type]
             paths = make_paths(engine_url, bridge_url, raw, http, openai, state)
-            means = await paired(paths, list(PROMPT), args.rounds, args.per_round)
+            cpu: dict[str, float] = {}
+            means = await paired(paths, list(PROMPT), args.rounds, args.per_round, (stub_pid, bridge_pid), cpu)
             lines += ["### Instant stub engine, 9-token prompt, 16-token completion", "",
-                      *ratio_table(means, args.goals), "",
-                      f"{args.rounds} rounds × {args.per_round} requests per path.", "",
+                      *ratio_table(means, cpu, args.goals), "",
+                      f"{args.rounds} rounds × {args.per_round} requests per path. CPU counts this process, the "
+                      "stub engine and serve-bridge (clock ticks, summed over all rounds): on a loaded machine it "
+                      "is the steadier measure of the work a path adds.", "",
                       "### Per-turn cost as the prompt grows (instant stub)", "", *await per_turn(paths, args)]
             await openai.close()
         await engine.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,3 +55,27 @@ def test_bad_config_is_one_clear_line(config, message, capsys, tmp_path) -> None
                  "--model", "Qwen/Qwen3-0.6B"])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3_tokenizer) -> None:
+    from adapter.bundled import add_env_sources
+    from adapter.commands import JOB_FLAGS, ROLLOUT_FLAGS, flag_names
+    from adapter.generations import installed
+    from adapter.hooks import RolloutHooks
+    from adapter.jobs import run_rollouts
+    from adapter.settings import Settings
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # add_env_sources edits both; restored afterwards
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    add_env_sources([installed().bundled_tasksets()])
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
+    seen: list[int] = []
+    settings = Settings(verifiers_config=str(ENVS / "arith-v1.toml"), rollout_batch_size=3, n_samples_per_prompt=2,
+                        over_sampling_batch_size=3, renderer_model_name="Qwen/Qwen3-0.6B", rollout_global_dataset=False,
+                        hf_checkpoint=str(qwen3_tokenizer))
+    async with served(asgi_app(engine)) as url:
+        result = await run_rollouts(settings, engine_url=url, tokenizer_path=str(qwen3_tokenizer),
+                                    flags=flag_names(JOB_FLAGS, ROLLOUT_FLAGS),
+                                    hooks=RolloutHooks(on_group=lambda group: seen.append(len(group))))
+    assert seen == [2, 2, 2] and len(result.groups) == 3

@@ -98,8 +98,9 @@ async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer
 def _rollout(args: argparse.Namespace) -> int:
     start_recording(args)
     flags = flag_names(JOB_FLAGS, ROLLOUT_FLAGS)
-    if args.tokenizer and Path(args.tokenizer).expanduser().is_dir():
-        check_tokenizer_dir(Path(args.tokenizer).expanduser(), flag="--tokenizer")
+    flag, source = ("--tokenizer", args.tokenizer) if args.tokenizer else ("--model", args.model)
+    if Path(source).expanduser().is_dir():  # a hub id is resolved (bounded) by preflight instead
+        check_tokenizer_dir(Path(source).expanduser(), flag=flag)
     add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
     settings = _settings(args, verifiers_config=args.config, renderer_model_name=args.model,
                          hf_checkpoint=args.tokenizer or args.model)

@@ -53,7 +53,7 @@ async def test_rollout_without_a_tokenizer_fails_in_seconds_naming_the_flag(offl
 
 
 async def test_a_server_that_is_not_sglang_is_named_in_one_line(tmp_path) -> None:
-    with subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=tmp_path,
+    with subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as server:
         try:
             assert server.stdout is not None

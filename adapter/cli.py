@@ -1,8 +1,8 @@
 """`vf-sglang`: the command line. Each subcommand is a thin call into the package.
 
-Errors the user can act on (`VfSglangError`, a server that cannot listen, a tiny-model build that
-cannot write its cache) print as one line on stderr with exit status 2; anything else is a bug
-and keeps its traceback. Every parser has `allow_abbrev=False` (`adapter.cli_help.add_command`).
+Errors the user can act on (`VfSglangError`, a server that cannot listen) print as one line on
+stderr with exit status 2; anything else is a bug and keeps its traceback. Every parser has
+`allow_abbrev=False` (`adapter.cli_help.add_command`).
 """
 
 from __future__ import annotations
@@ -172,13 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from adapter.serve import ServeError
-    from e2e.engine.errors import TinyModelBuildError
 
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except (VfSglangError, ServeError, TinyModelBuildError) as exc:  # the user can act on these
+    except (VfSglangError, ServeError) as exc:  # the user can act on these
         print(f"vf-sglang: error: {exc}", file=sys.stderr)
         return 2
 

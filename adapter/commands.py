@@ -29,6 +29,7 @@ from typing import Any
 from adapter.bundled import BUNDLED_IDS, add_env_sources
 from adapter.cli_help import DEMO_HELP, ENGINE_HELP, ROLLOUT_HELP, add_command
 from adapter.config import load_env_config
+from adapter.errors import ConfigurationError
 from adapter.generations import installed
 from adapter.inputs import check_model_dir, check_port_free, check_tokenizer_dir
 from adapter.progress import GroupProgress, progress_wanted
@@ -120,6 +121,16 @@ async def _demo_async(args: argparse.Namespace, settings: Settings, model_dir: P
         return await _run(args, settings, url, str(model_dir), flags)
 
 
+def _tiny_model(*, progress: bool) -> Path:
+    """The cached tiny model (built once); an unusable cache is the user's to fix: one line."""
+    from e2e.engine import TinyModelBuildError, build_tiny_model
+
+    try:
+        return build_tiny_model(progress=progress)
+    except TinyModelBuildError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
 def _quiet_libraries() -> None:
     """transformers' own bars (loading, saving weights) off, as ours are."""
     from transformers.utils import logging as transformers_logging
@@ -138,9 +149,7 @@ def _demo(args: argparse.Namespace) -> int:
     if not progress_wanted(args.quiet):
         _quiet_libraries()
     if model_dir is None:
-        from e2e.engine import build_tiny_model
-
-        model_dir = build_tiny_model(progress=progress_wanted(args.quiet))
+        model_dir = _tiny_model(progress=progress_wanted(args.quiet))
     _say(args, f"tiny Qwen3-shaped model: {model_dir}")
     add_env_sources([installed().bundled_tasksets()])
     start_recording(args)
@@ -165,9 +174,7 @@ def _engine(args: argparse.Namespace) -> int:
     model_dir = check_model_dir(args.model_dir, flag="--model-dir") if args.model_dir else None
     check_port_free(args.host, args.port)
     if model_dir is None:
-        from e2e.engine import build_tiny_model
-
-        model_dir = build_tiny_model()
+        model_dir = _tiny_model(progress=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_engine_async(args, model_dir))
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -37,8 +38,9 @@ def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParse
                 yield from _parsers(sub)
 
 
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
+def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
 
 
 def _one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -104,6 +106,13 @@ def test_unreadable_tokenizer_is_one_line_before_torch(model_dir: Path) -> None:
     (model_dir / "tokenizer.json").write_text("{}")
     _one_line_error(_cli("demo", "--model-dir", str(model_dir)), "--model-dir", "tokenizer files do not parse")
     _one_line_error(_cli(*ROLLOUT, "--tokenizer", str(model_dir)), "--tokenizer", "tokenizer files do not parse")
+
+
+def test_an_unwritable_model_cache_is_one_line_naming_the_variable(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    done = _cli("demo", "--quiet", env={"VF_SGLANG_CACHE": str(blocker / "cache")})
+    _one_line_error(done, "cannot write the model cache", "VF_SGLANG_CACHE")
 
 
 def test_port_in_use_is_one_line_before_the_engine_loads_weights(model_dir: Path) -> None:

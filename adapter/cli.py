@@ -67,8 +67,10 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
 
 
 def _serve_bridge(args: argparse.Namespace) -> int:
+    from adapter.inputs import check_port_free
     from adapter.serve import ServeError, run_event_loop
 
+    check_port_free(args.host, args.port)  # one line naming --port, before uvicorn logs its own
     try:
         return run_event_loop(_serve_bridge_async(args))
     except KeyboardInterrupt:

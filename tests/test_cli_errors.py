@@ -124,6 +124,15 @@ def test_port_in_use_is_one_line_before_the_engine_loads_weights(model_dir: Path
     _one_line_error(done, f"--port {port}", "in use")
 
 
+def test_serve_bridge_port_in_use_is_one_line_naming_port() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _cli("serve-bridge", "--sglang-url", "http://127.0.0.1:9", "--port", str(port))
+    _one_line_error(done, f"--port {port}", "in use")
+
+
 def test_a_server_that_cannot_listen_is_one_line(monkeypatch, capsys) -> None:
     def fails(_: argparse.Namespace) -> int:
         raise ServeError("could not serve on 127.0.0.1:30000: the server exited at startup")

@@ -19,7 +19,7 @@ from adapter.commands import DEMO_FLAGS, DEMO_SEED, JOB_FLAGS, ROLLOUT_FLAGS, fl
 from adapter.progress import GroupProgress
 from adapter.results import format_table
 from adapter.settings import Settings
-from adapter.validation import RULES, EnvFacts, validate
+from adapter.validation import RULES, EnvFacts, miles_flag, validate
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -61,6 +61,17 @@ def test_rule_templates_name_only_settings_fields() -> None:
     known = {f.name for f in fields(Settings)}
     used = {name for rule in RULES for name in re.findall(r"\{(\w+)\}", rule.message)}
     assert used <= known, f"unknown fields in rule messages: {used - known}"
+
+
+@pytest.mark.parametrize("tables", [(JOB_FLAGS, ROLLOUT_FLAGS), (JOB_FLAGS, DEMO_FLAGS)], ids=["rollout", "demo"])
+def test_every_rule_names_the_cli_flag_for_options_the_cli_fills(tables: tuple[Any, ...]) -> None:
+    flags = flag_names(*tables)
+    for rule in RULES:
+        rendered = rule.render(flags)
+        named_by_miles = [field for field in flags if miles_flag(field) in rendered]
+        assert named_by_miles == [], f"[{rule.name}] names Miles' flag for {named_by_miles}: {rendered}"
+        for name in re.findall(r"\{(\w+)\}", rule.message):
+            assert flags.get(name, miles_flag(name)) in rendered, (rule.name, rendered)
 
 
 def test_validation_names_the_flag_of_the_command_that_runs(make_settings) -> None:

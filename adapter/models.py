@@ -15,6 +15,7 @@ body (a 400 `configuration_error`) and `WireFormatError` for the engine's output
 
 from __future__ import annotations
 
+import operator
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -148,3 +149,48 @@ def parse_engine_output(output: Any) -> EngineOutput:
 
 TOKEN_IDS: TypeAdapter[list[int]] = TypeAdapter(TokenIds, config=ConfigDict(strict=True))
 LOGPROBS: TypeAdapter[list[float]] = TypeAdapter(list[Finite], config=ConfigDict(strict=True))
+
+
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
+
+
+def logprob_items(items: list[list[Any]]) -> tuple[list[int], list[float]]:
+    """SGLang's `[logprob, token_id, ...]` items → (ids, logprobs), each column split out by a
+    C-level `map(itemgetter)` and validated strictly by pydantic-core; errors name the item."""
+    try:
+        raw_logprobs = list(map(_FIRST, items))
+        raw_ids = list(map(_SECOND, items))
+    except IndexError:
+        raise _bad_item(items) from None
+    try:
+        logprobs = LOGPROBS.validate_python(raw_logprobs)
+    except ValidationError as exc:
+        raise _logprob_error(items, exc) from exc
+    try:
+        ids = TOKEN_IDS.validate_python(raw_ids)
+    except ValidationError as exc:
+        raise _id_error(raw_ids, exc) from exc
+    return ids, logprobs
+
+
+def _bad_item(items: list[list[Any]]) -> WireFormatError:
+    """The first malformed `[logprob, token_id, ...]` item, named (the error path only)."""
+    for index, item in enumerate(items):
+        if len(item) < 2:
+            return WireFormatError(f"output_token_logprobs[{index}] is not [logprob, token_id, ...]")
+    raise AssertionError("unreachable: called only when an item is too short")  # pragma: no cover
+
+
+def _logprob_error(items: list[list[Any]], exc: ValidationError) -> WireFormatError:
+    index = int(exc.errors(include_url=False)[0]["loc"][0])
+    value = items[index][0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return WireFormatError(f"output_token_logprobs[{index}]: logprob {value!r} is not a number")
+    return WireFormatError(f"output_token_logprobs[{index}]: logprob {value} is not finite")
+
+
+def _id_error(ids: list[Any], exc: ValidationError) -> WireFormatError:
+    loc = exc.errors(include_url=False)[0]["loc"]
+    index = int(loc[0]) if loc else next(i for i, v in enumerate(ids) if not 0 <= v <= MAX_TOKEN_ID)
+    return WireFormatError(f"output_token_logprobs[{index}]: token id {ids[index]!r} is invalid")

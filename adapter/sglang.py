@@ -16,10 +16,9 @@ Retries: connection errors, timeouts, 5xx and 429 are retried with bounded expon
 backoff, at most `RetryPolicy.max_attempts` attempts per call, and never more than the caller's
 `AttemptBudget` allows (the bridge holds one budget per model turn, so retries from layers
 above do not multiply engine calls). A 429's `Retry-After` (seconds, ≤ `max_retry_after`) is
-honoured; 429 is the one retried 4xx. Other 4xx and 3xx are never retried (redirects are
-never followed). The final failure is a typed `EngineError` carrying the HTTP status. Bodies
-are parsed by `adapter.jsonio` (strict, size-bounded). The router address is resolved per
-call, because trainers fill it in after building the rollout function.
+honoured (the one retried 4xx); other 4xx and 3xx never are, and redirects are never followed.
+The final failure is a typed `EngineError` with the HTTP status. Bodies: `adapter.jsonio`
+(strict, size-bounded). The router address is read per call (trainers fill it in late).
 """
 
 from __future__ import annotations
@@ -130,10 +129,6 @@ def _is_retryable(exc: EngineError) -> bool:
     return isinstance(exc, (EngineTimeoutError, EngineUnavailableError))
 
 
-def _retry_after(exc: EngineError) -> float | None:
-    return exc.retry_after if isinstance(exc, EngineBusyError) else None
-
-
 class SGLangClient:
     """Talks to one SGLang server or router. `base_url` may be a callable, read per call."""
 
@@ -232,7 +227,7 @@ class SGLangClient:
             except EngineError as exc:
                 budget.last_error = exc
                 retryable = _is_retryable(exc) and attempt < self.retry.max_attempts and budget.remaining > 0
-                pause = _retry_after(exc)
+                pause = exc.retry_after if isinstance(exc, EngineBusyError) else None
                 if not retryable or (pause is not None and pause > self.retry.max_retry_after):
                     raise
                 await asyncio.sleep(pause if pause is not None else self.retry.backoff(attempt))

@@ -55,7 +55,9 @@ class SlotTransport(httpx.AsyncBaseTransport):
         return slot
 
     async def _take(self) -> httpx.AsyncHTTPTransport:
-        if self._free.empty() and len(self._all) < self.size:
+        if not self._free.empty():
+            return self._free.get_nowait()
+        if len(self._all) < self.size:
             return self._build()
         return await self._free.get()
 
@@ -67,10 +69,8 @@ class SlotTransport(httpx.AsyncBaseTransport):
             self._free.put_nowait(slot)
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(
-            status_code=response.status_code, headers=response.headers, extensions=response.extensions,
-            stream=_ReleasingStream(response.stream, lambda: self._free.put_nowait(slot)),
-        )
+        response.stream = _ReleasingStream(response.stream, lambda: self._free.put_nowait(slot))
+        return response
 
     async def aclose(self) -> None:
         for slot in self._all:

@@ -21,14 +21,11 @@ Verifiers' `OverlongPromptError` (a clean truncation). No I/O happens in this mo
 from __future__ import annotations
 
 import functools
-import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
-
-from pydantic import ValidationError
 
 from adapter.errors import (
     EngineAbortedError,
@@ -38,11 +35,9 @@ from adapter.errors import (
     WireFormatError,
 )
 from adapter.models import (
-    LOGPROBS,
-    MAX_TOKEN_ID,
-    TOKEN_IDS,
     EngineOutput,
     GenerateBody,
+    logprob_items,
     parse_engine_output,
     parse_generate_body,
 )
@@ -73,8 +68,6 @@ FINISH_REASONS = frozenset({"stop", "length"})
 POSITIVE_LOGPROB_TOLERANCE = 1e-6
 TOKEN_LABEL = "token_id:{}"
 _CONTENT_KEYS = ("token", "logprob")
-_FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -223,28 +216,6 @@ def finish_reason_of(meta: Mapping[str, Any]) -> str:
     return str(kind)
 
 
-def _bad_item(items: list[list[Any]]) -> WireFormatError:
-    """The first malformed `[logprob, token_id, ...]` item, named (the error path only)."""
-    for index, item in enumerate(items):
-        if len(item) < 2:
-            return WireFormatError(f"output_token_logprobs[{index}] is not [logprob, token_id, ...]")
-    raise AssertionError("unreachable: called only when an item is too short")  # pragma: no cover
-
-
-def _logprob_error(items: list[list[Any]], exc: ValidationError) -> WireFormatError:
-    index = int(exc.errors(include_url=False)[0]["loc"][0])
-    value = items[index][0]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return WireFormatError(f"output_token_logprobs[{index}]: logprob {value!r} is not a number")
-    return WireFormatError(f"output_token_logprobs[{index}]: logprob {value} is not finite")
-
-
-def _id_error(ids: list[Any], exc: ValidationError) -> WireFormatError:
-    loc = exc.errors(include_url=False)[0]["loc"]
-    index = int(loc[0]) if loc else next(i for i, v in enumerate(ids) if not 0 <= v <= MAX_TOKEN_ID)
-    return WireFormatError(f"output_token_logprobs[{index}]: token id {ids[index]!r} is invalid")
-
-
 def sampled_tokens(output: Mapping[str, Any] | EngineOutput) -> tuple[list[int], list[float]]:
     """The sampled ids and their logprobs, zipped strictly from `output_token_logprobs` and
     cross-checked against `output_ids` and `completion_tokens` when the engine sends them.
@@ -256,19 +227,7 @@ def sampled_tokens(output: Mapping[str, Any] | EngineOutput) -> tuple[list[int],
             "meta_info.output_token_logprobs is missing: the /generate call must set "
             "return_logprob=true"
         )
-    try:
-        raw_logprobs = list(map(_FIRST, items))
-        raw_ids = list(map(_SECOND, items))
-    except IndexError:
-        raise _bad_item(items) from None
-    try:
-        logprobs = LOGPROBS.validate_python(raw_logprobs)
-    except ValidationError as exc:
-        raise _logprob_error(items, exc) from exc
-    try:
-        ids = TOKEN_IDS.validate_python(raw_ids)
-    except ValidationError as exc:
-        raise _id_error(raw_ids, exc) from exc
+    ids, logprobs = logprob_items(items)
     if logprobs and max(logprobs) > POSITIVE_LOGPROB_TOLERANCE:
         index = logprobs.index(max(logprobs))
         raise WireFormatError(f"output_token_logprobs[{index}]: logprob {logprobs[index]} is positive")

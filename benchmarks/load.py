@@ -29,6 +29,7 @@ import httpx
 from adapter.bridge import create_app, handle_generate
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient, Timeouts
+from adapter.slots import SlotTransport
 from benchmarks import stub
 from benchmarks.common import (
     PROMPT,
@@ -147,8 +148,10 @@ async def sessions_scenario(args: argparse.Namespace) -> list[str]:
         lines += await _rounds(call, args, None, "in-process")
         await engine.aclose()
         with served_bridge(url, max_in_flight=512) as (bridge_url, pid):
-            limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
-            async with httpx.AsyncClient(base_url=bridge_url, limits=limits, timeout=600, trust_env=False) as http:
+            # the load driver's own connections are slots too: one httpx pool of 512 would make the
+            # driver, not the bridge, the bottleneck (its per-request pool scan)
+            async with httpx.AsyncClient(base_url=bridge_url, transport=SlotTransport(512), timeout=600,
+                                         trust_env=False) as http:
                 gate = asyncio.Semaphore(512)
 
                 async def over_http(payload: dict[str, Any], session: str) -> int:

@@ -9,6 +9,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from adapter.miles_or_ours import miles_or_ours
+
 
 @dataclass(frozen=True)
 class RolloutFnConstructorInput:
@@ -54,10 +56,7 @@ class RolloutFnEvalOutput:
 def abi_types() -> tuple[type, type, type, type, type]:
     """(ConstructorInput, TrainInput, EvalInput, TrainOutput, EvalOutput): Miles' own or ours
     (`abi_types.cache_clear()` re-decides, for tests)."""
-    try:
-        from miles.rollout import base_types as miles
-    except ImportError:
-        return (RolloutFnConstructorInput, RolloutFnTrainInput, RolloutFnEvalInput,
-                RolloutFnTrainOutput, RolloutFnEvalOutput)
-    return (miles.RolloutFnConstructorInput, miles.RolloutFnTrainInput, miles.RolloutFnEvalInput,
-            miles.RolloutFnTrainOutput, miles.RolloutFnEvalOutput)
+    return miles_or_ours("miles.rollout.base_types", {
+        "RolloutFnConstructorInput": RolloutFnConstructorInput, "RolloutFnTrainInput": RolloutFnTrainInput,
+        "RolloutFnEvalInput": RolloutFnEvalInput, "RolloutFnTrainOutput": RolloutFnTrainOutput,
+        "RolloutFnEvalOutput": RolloutFnEvalOutput})

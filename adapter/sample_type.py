@@ -17,6 +17,8 @@ import functools
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from adapter.miles_or_ours import miles_or_ours
+
 if TYPE_CHECKING:
     import numpy
 
@@ -219,9 +221,6 @@ PrefixCacheInfo = Sample.PrefixCacheInfo
 def sample_class() -> type[Sample]:
     """Miles' `Sample` when Miles is importable (the trainer's own type), else ours. Decided
     once per process (`sample_class.cache_clear()` re-decides, for tests)."""
-    try:
-        from miles.utils.types import Sample as MilesSample
-    except ImportError:
-        return Sample
-    miles_sample: type[Sample] = MilesSample  # field-compatible (tests/test_miles_standin.py)
-    return miles_sample
+    (resolved,) = miles_or_ours("miles.utils.types", {"Sample": Sample})
+    sample: type[Sample] = resolved  # field-compatible (tests/test_miles_standin.py)
+    return sample

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -172,9 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The adapter itself never needs torch (tokenizers only; the reference engine brings its own).
+# Without torch, transformers prints an advisory on import that no vf-sglang user can act on.
+QUIET_TRANSFORMERS = {"TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from adapter.serve import ServeError
 
+    for name, value in QUIET_TRANSFORMERS.items():
+        os.environ.setdefault(name, value)
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:

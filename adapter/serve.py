@@ -43,8 +43,10 @@ def _bound_port(server: uvicorn.Server) -> int:
 async def served(
     app: Any, *, host: str = LOOPBACK, port: int = 0, startup_timeout: float = 30.0, log_level: str = "warning"
 ) -> AsyncIterator[str]:
+    # httptools + uvloop (the caller's loop, `run_event_loop`); no per-request extras: no access
+    # log, no X-Forwarded-* rewriting (a loopback service), no Server/Date headers.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False,
-                            http="auto")
+                            http="auto", proxy_headers=False, server_header=False, date_header=False)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(), name=f"vf-sglang serve {host}:{port}")
     try:

@@ -63,13 +63,13 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.headers: dict[bytes, bytes] = {}
-        self.begin(None)
+        self.status, self.headers, self.body, self.headers_done, self.oversize = 0, {}, bytearray(), False, False
+        self.keep_alive = False
 
-    def begin(self, waiter: asyncio.Future[None] | None) -> None:
+    def begin(self, waiter: asyncio.Future[None]) -> None:
         self.waiter = waiter
         self.status, self.headers, self.body, self.headers_done, self.oversize = 0, {}, bytearray(), False, False
-        # done: this exchange's response is complete; stray: a second response came after it
-        self.keep_alive = self.done = self.stray = False
+        self.keep_alive = False
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -96,28 +96,20 @@ class _Connection(asyncio.Protocol):
         else:
             self._fail(httpx.RemoteProtocolError("the engine closed the connection before a complete response"))
 
-    # httptools callbacks; anything after this exchange's response is a stray (never kept)
-    def on_message_begin(self) -> None:
-        self.stray = self.done
-
+    # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.done:
-            self.headers[name.lower()] = value
+        self.headers[name.lower()] = value
 
     def on_headers_complete(self) -> None:
-        if not self.done:
-            self.status = self.parser.get_status_code()
-            self.headers_done = True
+        self.status = self.parser.get_status_code()
+        self.headers_done = True
 
     def on_body(self, body: bytes) -> None:
-        if not self.done and not self.oversize:
+        if not self.oversize:
             self.body += body
             self.oversize = len(self.body) > self.limit
 
     def on_message_complete(self) -> None:
-        if self.done:
-            return
-        self.done = True
         self.keep_alive = self.parser.should_keep_alive()  # read now: the parser resets after this
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
@@ -198,7 +190,7 @@ class EngineHTTP:
             assert conn.transport is not None
             conn.transport.write(head + content if content else head)
             await waiter
-            clean = not conn.oversize and not conn.stray
+            clean = not conn.oversize
             status, response_headers, body = conn.status, conn.headers, bytes(conn.body)
         finally:
             conn.waiter = None

@@ -62,14 +62,6 @@ async def test_keep_alive_connection_is_reused(client: EngineHTTP) -> None:
     assert len(connections) == 1
 
 
-async def test_a_stray_second_response_is_never_read_as_the_next_one(client: EngineHTTP) -> None:
-    server, connections = await _serve(lambda n: _response(b'{"n":%d}' % n) + _response(b'{"stray":1}'))
-    async with server:
-        for n in (1, 2):
-            assert (await client.request("POST", _url(server), b"{}", {}))[2] == b'{"n":%d}' % n
-    assert len(connections) == 2  # the connection that carried a stray was closed, not reused
-
-
 async def test_connection_close_is_honoured(client: EngineHTTP) -> None:
     server, connections = await _serve(lambda _: _response(b"{}", b"Connection: close"), close_after=True)
     async with server:

@@ -2,12 +2,11 @@
 
 Concurrency (MILES.md §5): at most `max_in_flight` requests are on the wire at once (Miles'
 `sglang_server_concurrency × rollout_num_gpus // rollout_num_gpus_per_engine`; callers pass
-`Settings.max_in_flight`). A semaphore gates them. The wire is `adapter.engine_http` (our
-HTTP/1.1 client: keep-alive connections handed out in O(1), ~10x less CPU than an httpx call);
-with a custom transport, or while httpx is patched (respx), httpx with `adapter.slots`'
-single-connection slots (httpx's one pool scans every connection per queued request). Either
-way bridge CPU per request does not grow with the number in flight or waiting, and a request
-that merely waits for a slot never times out: waiting callers queue on the semaphore, in order.
+`Settings.max_in_flight`). A semaphore gates them, and the transport holds the same number of
+connections (`adapter.slots.SlotTransport`: one keep-alive connection per slot, handed out in
+O(1), where httpx's single pool scans every connection per queued request), so bridge CPU per
+request does not grow with the number in flight or waiting, and a request that merely waits
+for a slot never times out: waiting callers queue on the semaphore, in order.
 
 Time: one deadline per attempt, `Timeouts.read` seconds from the moment the attempt holds its
 slot, covering connect, send, the engine's wait and the whole body (a body that trickles is

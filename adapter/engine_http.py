@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import select
 import ssl
 import time
 import zlib
@@ -64,12 +63,10 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.headers: dict[bytes, bytes] = {}
         self.status, self.headers, self.body, self.headers_done, self.oversize = 0, {}, bytearray(), False, False
-        self.keep_alive = False
 
     def begin(self, waiter: asyncio.Future[None]) -> None:
         self.waiter = waiter
         self.status, self.headers, self.body, self.headers_done, self.oversize = 0, {}, bytearray(), False, False
-        self.keep_alive = False
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -110,7 +107,6 @@ class _Connection(asyncio.Protocol):
             self.oversize = len(self.body) > self.limit
 
     def on_message_complete(self) -> None:
-        self.keep_alive = self.parser.should_keep_alive()  # read now: the parser resets after this
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
@@ -172,7 +168,7 @@ class EngineHTTP:
         now = time.monotonic()
         while idle:
             conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < self.keepalive_expiry and not _readable(conn):
+            if not conn.closed and now - conn.idle_since < self.keepalive_expiry:
                 return conn
             conn.close()
         return None
@@ -195,7 +191,7 @@ class EngineHTTP:
         finally:
             conn.waiter = None
             idle = self._idle.setdefault(key, [])
-            if clean and not conn.closed and conn.keep_alive and len(idle) < self.size:
+            if clean and not conn.closed and conn.parser.should_keep_alive() and len(idle) < self.size:
                 conn.idle_since = time.monotonic()
                 idle.append(conn)
             else:
@@ -228,17 +224,6 @@ class EngineHTTP:
             for conn in conns:
                 conn.close()
         self._idle.clear()
-
-
-def _readable(conn: _Connection) -> bool:
-    """An idle connection with bytes or EOF waiting (the engine closed it, and the loop has not
-    seen it yet) is stale: httpcore checks the same before reusing one."""
-    sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
-    if sock is None:
-        return False
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def _header_block(headers: dict[str, str], content: bytes | None) -> bytes:

@@ -32,7 +32,6 @@ from typing import Any
 
 import httpx
 
-from adapter.engine_http import BodyTooLarge, EngineHTTP, engine_result, httpx_patched
 from adapter.errors import (
     ConfigurationError,
     EngineBusyError,
@@ -41,7 +40,7 @@ from adapter.errors import (
     EngineTimeoutError,
     EngineUnavailableError,
 )
-from adapter.jsonio import dumps
+from adapter.jsonio import JSONBodyError, dumps, loads
 from adapter.slots import SlotTransport
 from adapter.wire import SGLangRequest
 
@@ -162,9 +161,6 @@ class SGLangClient:
         t = self.timeouts
         # `wrap_transport` (e.g. a cassette recorder) wraps the transport; `--record DIR` installs one.
         wrap_transport = wrap_transport or active_wrap()
-        # Our own HTTP/1.1 client (adapter.engine_http) unless a custom httpx transport is asked for.
-        self._fast = None if transport or wrap_transport else EngineHTTP(
-            max_in_flight, connect_timeout=min(t.connect, t.read), max_body_bytes=max_body_bytes)
         self._http = httpx.AsyncClient(
             transport=wrap_transport(built) if wrap_transport else built,
             timeout=httpx.Timeout(connect=min(t.connect, t.read), read=t.read, write=min(t.write, t.read), pool=t.read),
@@ -179,16 +175,9 @@ class SGLangClient:
         return url.rstrip("/")
 
     async def aclose(self) -> None:
-        if self._fast is not None:
-            await self._fast.aclose()
         await self._http.aclose()
 
     async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Any:
-        if self._fast is not None and not httpx_patched():
-            status, got, raw = await self._fast.request(method, url, content, dict(headers))
-            retry_after = got.get(b"retry-after")
-            return engine_result(method, url, status, retry_after.decode("latin-1") if retry_after else None, raw,
-                           self.max_body_bytes)
         request = self._http.build_request(method, url, content=content, headers={
             **headers, **({"content-type": "application/json"} if content is not None else {})})
         response = await self._http.send(request, stream=True)
@@ -197,12 +186,11 @@ class SGLangClient:
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > self.max_body_bytes:
-                    raise BodyTooLarge(f"{method} {url}: the body exceeds {self.max_body_bytes:,} bytes",
-                                       status_code=502)
+                    raise EngineError(f"{method} {url}: the body exceeds {self.max_body_bytes:,} bytes",
+                                      status_code=502)
         finally:
             await response.aclose()
-        return engine_result(method, url, response.status_code, response.headers.get("retry-after"), bytes(body),
-                       self.max_body_bytes)
+        return _result(method, url, response, bytes(body), self.max_body_bytes)
 
     async def _send_once(self, method: str, url: str, *, content: bytes | None = None,
                          headers: Mapping[str, str] | None = None) -> Any:
@@ -285,3 +273,27 @@ class SGLangClient:
                 logger.warning("abort_all: %s did not accept the abort: %s", worker, exc)
         return accepted
 
+
+def _result(method: str, url: str, response: httpx.Response, body: bytes, limit: int) -> Any:
+    status = response.status_code
+    if status >= 300:
+        text = body[:500].decode("utf-8", "replace")
+        message = f"{method} {url}: HTTP {status}: {text}"
+        if status == 429:
+            raise EngineBusyError(message, retry_after=_parse_retry_after(response.headers.get("retry-after")))
+        raise EngineStatusError(message, status_code=status)
+    if not body:
+        return None
+    try:
+        return loads(body, what="the body", limit=limit)
+    except JSONBodyError as exc:
+        raise EngineError(f"{method} {url}: {exc}", status_code=502) from exc
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """`Retry-After` in seconds (the HTTP-date form is not used by SGLang or its router)."""
+    try:
+        seconds = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

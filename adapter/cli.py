@@ -190,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VfSglangError, ServeError) as exc:  # the user can act on these
         print(f"vf-sglang: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        from adapter.recording import install
+
+        install(None)  # `--record` lasts one command, also when main() is called in-process
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def decode_body(content: bytes) -> Any:
         return None
     try:
         return json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the stack: kept as text
         return content.decode("utf-8", errors="replace")
 
 

@@ -123,3 +123,19 @@ def test_every_engine_command_takes_record(argv: list[str]) -> None:
     from adapter.cli import build_parser
 
     assert build_parser().parse_args([*argv, "--record", "cassettes"]).record == "cassettes"
+
+
+def test_record_lasts_one_command_when_main_runs_in_process(tmp_path) -> None:
+    """A `--record` command leaves no recorder behind for clients built afterwards."""
+    from adapter.cli import main
+    from adapter.recording import active_wrap
+
+    main(["check", "--sglang-url", "http://127.0.0.1:9", "--timeout", "1", "--record", str(tmp_path)])
+    assert active_wrap() is None
+
+
+def test_a_body_nested_past_the_stack_is_recorded_as_text() -> None:
+    from adapter.recording import decode_body
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert decode_body(deep) == deep.decode()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -81,6 +82,17 @@ def _serve_bridge(args: argparse.Namespace) -> int:
         return 2
 
 
+def _positive_seconds(text: str) -> float:
+    """A timeout flag: a finite number of seconds above 0 (nan, inf, 0 and negatives refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
+    return value
+
+
 def _add_serve_bridge(commands: Any) -> None:
     serve = add_command(commands, "serve-bridge", SERVE_BRIDGE_HELP)
     serve.add_argument("--sglang-url", required=True, help="the SGLang server or router, e.g. http://127.0.0.1:30000")
@@ -94,7 +106,7 @@ def _add_serve_bridge(commands: Any) -> None:
     serve.add_argument("--max-response-len", type=int, default=None, help="cap on tokens per turn")
     serve.add_argument("--router-policy", default=None,
                        help="the SGLang router policy; consistent_hashing/manual route by session id")
-    serve.add_argument("--read-timeout", type=float, default=600.0,
+    serve.add_argument("--read-timeout", type=_positive_seconds, default=600.0,
                        help="seconds one /generate attempt may take, whole body included (finite, > 0)")
     serve.add_argument("--max-in-flight", type=int, default=512,
                        help="engine requests on the wire at once; more wait their turn (default: 512, Miles' "

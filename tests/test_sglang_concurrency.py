@@ -70,9 +70,11 @@ def test_timeouts_must_be_finite_and_positive(name: str, value: float) -> None:
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
-def test_serve_bridge_refuses_a_bad_read_timeout_at_start_up(value: str, capsys) -> None:
-    assert main(["serve-bridge", "--sglang-url", "http://127.0.0.1:9", "--read-timeout", value]) == 2
-    assert "Timeouts.read must be a finite number of seconds above 0" in capsys.readouterr().err
+def test_serve_bridge_refuses_a_bad_read_timeout_at_start_up_naming_the_flag(value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve-bridge", "--sglang-url", "http://127.0.0.1:9", "--read-timeout", value])
+    assert exited.value.code == 2
+    assert "argument --read-timeout: must be a finite number of seconds above 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bound", [0, -3, True, 2.5])

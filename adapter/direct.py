@@ -21,10 +21,10 @@ import httpx
 import orjson
 from openai import APIStatusError
 
-from adapter.bridge import BridgeState, Reply, handle_generate, models_payload
+from adapter.bridge import GENERATE_PATH, BridgeState, Reply, error_reply, handle_generate, models_payload
 from adapter.wire import SESSION_ID_HEADER
 
-GENERATE_PATH = "/inference/v1/generate"
+NOT_FOUND = "not_found"
 
 
 def _session_id(options: Mapping[str, Any] | None) -> str | None:
@@ -47,8 +47,7 @@ class DirectBridgeClient:
         url = str(path)
         request = httpx.Request("POST", url)
         if not url.rstrip("/").endswith(GENERATE_PATH):
-            raise _status_error(request, Reply(404, orjson.dumps({"error": {"type": "not_found",
-                                                                           "message": f"no route {url}"}})))
+            raise _status_error(request, error_reply(404, NOT_FOUND, f"no route {url}"))
         reply = await handle_generate(self.state, body if body is not None else {}, _session_id(options))
         response = httpx.Response(reply.status, content=reply.body, request=request,
                                   headers={"content-type": "application/json"})
@@ -59,8 +58,7 @@ class DirectBridgeClient:
     async def get(self, path: str, *, cast_to: Any = None, **_: Any) -> Any:
         if str(path).rstrip("/").endswith("/models"):
             return models_payload(self.state)
-        raise _status_error(httpx.Request("GET", str(path)),
-                            Reply(404, orjson.dumps({"error": {"type": "not_found", "message": str(path)}})))
+        raise _status_error(httpx.Request("GET", str(path)), error_reply(404, NOT_FOUND, f"no route {path}"))
 
     async def close(self) -> None:
         """Nothing to close: the engine client belongs to whoever built the bridge."""

@@ -54,8 +54,6 @@ class RolloutHooks:
     on_group: Callable[[list[Any]], None] | None = None
 
 
-
-
 async def score(reward: RewardHook | None, entries: list[Any]) -> str | None:
     """Apply the reward hook to each rollout's main sample; nested siblings get the same
     reward (Miles requires one reward per rollout). A message when the count is wrong."""

@@ -22,11 +22,11 @@ The store is a bounded LRU (like the bridge's session memory), so a long run can
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapter.lru import BoundedLRU
 from adapter.metrics import TraceStats
 
 SPEC_KEYS = ("spec_accept_token_num", "spec_draft_token_num", "spec_verify_ct")
@@ -76,10 +76,8 @@ class SessionStats:
     """Session id → `RolloutStats`, bounded (oldest sessions evicted past `max_size`)."""
 
     def __init__(self, max_size: int = 10_000) -> None:
-        if max_size < 1:
-            raise ValueError(f"session stats size must be >= 1, got {max_size}")
+        self._by_session: BoundedLRU[str, RolloutStats] = BoundedLRU(max_size, what="session stats")
         self.max_size = max_size
-        self._by_session: OrderedDict[str, RolloutStats] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._by_session)
@@ -88,20 +86,12 @@ class SessionStats:
         """Fold one `/generate` output in; outputs without a session or `meta_info` are skipped."""
         meta = output.get("meta_info") if isinstance(output, Mapping) else None
         if session_id and isinstance(meta, Mapping):
-            self._touch(session_id).add(meta)
+            self._by_session.touch(session_id, RolloutStats).add(meta)
 
     def record_abort(self, session_id: str | None) -> None:
         """The engine aborted this session's request (there is no valid output to fold in)."""
         if session_id:
-            self._touch(session_id).last_finish = "abort"
-
-    def _touch(self, session_id: str) -> RolloutStats:
-        """The session's stats, most recent last; the oldest evicted past the bound."""
-        stats = self._by_session.pop(session_id, None) or RolloutStats()
-        self._by_session[session_id] = stats
-        while len(self._by_session) > self.max_size:
-            self._by_session.popitem(last=False)
-        return stats
+            self._by_session.touch(session_id, RolloutStats).last_finish = "abort"
 
     def get(self, session_id: str) -> RolloutStats | None:
         return self._by_session.get(session_id)

@@ -24,9 +24,8 @@ without calling the engine. A turn that succeeds drops its budget. Bounded like 
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from adapter.errors import UnsupportedRequestError
+from adapter.lru import BoundedLRU
 from adapter.sglang import AttemptBudget
 
 MAX_SESSION_ID_BYTES = 256
@@ -44,10 +43,8 @@ def check_session_id(session_id: str | None) -> str | None:
 
 class SessionLRU:
     def __init__(self, max_size: int = 10_000) -> None:
-        if max_size < 1:
-            raise ValueError(f"session LRU size must be >= 1, got {max_size}")
+        self._seen: BoundedLRU[str, None] = BoundedLRU(max_size, what="session LRU")
         self.max_size = max_size
-        self._seen: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -60,19 +57,15 @@ class SessionLRU:
 
     def remember(self, session_id: str | None) -> None:
         """Mark the session as seen (most recent); evict the oldest past the bound."""
-        if session_id is None:
-            return
-        self._seen[session_id] = None
-        self._seen.move_to_end(session_id)
-        while len(self._seen) > self.max_size:
-            self._seen.popitem(last=False)
+        if session_id is not None:
+            self._seen.touch(session_id, lambda: None)
 
 
 class TurnBudgets:
     def __init__(self, attempts: int = 3, max_size: int = 10_000) -> None:
         self.attempts = attempts
+        self._budgets: BoundedLRU[tuple[str, int], AttemptBudget] = BoundedLRU(max_size, what="turn budgets")
         self.max_size = max_size
-        self._budgets: OrderedDict[tuple[str, int], AttemptBudget] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._budgets)
@@ -81,15 +74,9 @@ class TurnBudgets:
         """The turn's budget (a fresh one per request when there is no session id)."""
         if session_id is None:
             return AttemptBudget(self.attempts)
-        key = (session_id, prompt_len)
-        budget = self._budgets.get(key)
-        if budget is None:
-            budget = self._budgets[key] = AttemptBudget(self.attempts)
-            while len(self._budgets) > self.max_size:
-                self._budgets.popitem(last=False)
-        return budget
+        return self._budgets.touch((session_id, prompt_len), lambda: AttemptBudget(self.attempts))
 
     def settle(self, session_id: str | None, prompt_len: int) -> None:
         """The turn succeeded: forget its budget."""
         if session_id is not None:
-            self._budgets.pop((session_id, prompt_len), None)
+            self._budgets.pop((session_id, prompt_len))

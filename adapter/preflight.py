@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from adapter.engine_transport import EngineTransport
 from adapter.errors import ConfigurationError
 
 # Files a tokenizer (and Renderers' chat template) may need; nothing of the weights.
@@ -99,7 +100,7 @@ def resolve_tokenizer(source: str, *, environ: Mapping[str, str] | None = None) 
 async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> dict[str, Any]:
     """SGLang's `/get_model_info`, or one line saying the engine is unreachable or not SGLang."""
     probe = f"{url.rstrip('/')}/get_model_info"
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+    async with httpx.AsyncClient(transport=EngineTransport(1), timeout=timeout, trust_env=False) as http:
         try:
             response = await http.get(probe)
         except httpx.HTTPError as exc:

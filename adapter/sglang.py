@@ -3,10 +3,10 @@
 Concurrency (MILES.md §5): at most `max_in_flight` requests are on the wire at once (Miles'
 `sglang_server_concurrency × rollout_num_gpus // rollout_num_gpus_per_engine`; callers pass
 `Settings.max_in_flight`). A semaphore gates them, and the transport holds the same number of
-connections (`adapter.slots.SlotTransport`: one keep-alive connection per slot, handed out in
-O(1), where httpx's single pool scans every connection per queued request), so bridge CPU per
-request does not grow with the number in flight or waiting, and a request that merely waits
-for a slot never times out: waiting callers queue on the semaphore, in order.
+connections (`adapter.engine_transport.EngineTransport`: httpx's API on aiohttp's pool, where
+httpx's own pool scans every connection per queued request), so bridge CPU per request does
+not grow with the number in flight or waiting, and a request that merely waits for a slot
+never times out: waiting callers queue on the semaphore, in order.
 
 Time: one deadline per attempt, `Timeouts.read` seconds from the moment the attempt holds its
 slot, covering connect, send, the engine's wait and the whole body (a body that trickles is
@@ -19,6 +19,11 @@ above do not multiply engine calls). A 429's `Retry-After` (seconds, ≤ `max_re
 honoured (the one retried 4xx); other 4xx and 3xx never are, and redirects are never followed.
 The final failure is a typed `EngineError` with the HTTP status. Bodies: `adapter.jsonio`
 (strict, size-bounded). The router address is read per call (trainers fill it in late).
+
+HTTP: each call is an `httpx.Request` handed straight to the transport (httpx's transport API;
+the recorder and respx's engine mocker sit at that seam). `httpx.AsyncClient`'s own layer —
+cookies, auth, redirect following, event hooks, default headers — is nothing the engine leg
+uses, and cost about 70 µs per call on top of the transport (benchmarks/overhead.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from adapter.engine_transport import EngineTransport
 from adapter.errors import (
     ConfigurationError,
     EngineBusyError,
@@ -41,7 +47,6 @@ from adapter.errors import (
     EngineUnavailableError,
 )
 from adapter.jsonio import JSONBodyError, dumps, loads
-from adapter.slots import SlotTransport
 from adapter.wire import SGLangRequest
 
 logger = logging.getLogger(__name__)
@@ -157,16 +162,13 @@ class SGLangClient:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.calls = 0
-        built = transport or SlotTransport(max_in_flight)  # one connection per slot, O(1) hand-out
+        built = transport or EngineTransport(max_in_flight)
         t = self.timeouts
         # `wrap_transport` (e.g. a cassette recorder) wraps the transport; `--record DIR` installs one.
         wrap_transport = wrap_transport or active_wrap()
-        self._http = httpx.AsyncClient(
-            transport=wrap_transport(built) if wrap_transport else built,
-            timeout=httpx.Timeout(connect=min(t.connect, t.read), read=t.read, write=min(t.write, t.read), pool=t.read),
-            trust_env=False,  # never send engine calls through an ambient proxy
-            follow_redirects=False,
-        )
+        self._transport = wrap_transport(built) if wrap_transport else built
+        self._timeout = {"connect": min(t.connect, t.read), "read": t.read, "write": min(t.write, t.read),
+                         "pool": t.read}
         self._slots = asyncio.Semaphore(max_in_flight)
 
     @property
@@ -175,12 +177,12 @@ class SGLangClient:
         return url.rstrip("/")
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._transport.aclose()
 
     async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Any:
-        request = self._http.build_request(method, url, content=content, headers={
+        request = httpx.Request(method, url, content=content, extensions={"timeout": self._timeout}, headers={
             **headers, **({"content-type": "application/json"} if content is not None else {})})
-        response = await self._http.send(request, stream=True)
+        response = await self._transport.handle_async_request(request)
         try:
             body = bytearray()
             async for chunk in response.aiter_bytes():

@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 
 from adapter.bridge import create_app, handle_generate
+from adapter.engine_transport import EngineTransport
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient, Timeouts
-from adapter.slots import SlotTransport
 from benchmarks import stub
 from benchmarks.common import (
     PROMPT,
@@ -148,9 +148,9 @@ async def sessions_scenario(args: argparse.Namespace) -> list[str]:
         lines += await _rounds(call, args, None, "in-process")
         await engine.aclose()
         with served_bridge(url, max_in_flight=512) as (bridge_url, pid):
-            # the load driver's own connections are slots too: one httpx pool of 512 would make the
-            # driver, not the bridge, the bottleneck (its per-request pool scan)
-            async with httpx.AsyncClient(base_url=bridge_url, transport=SlotTransport(512), timeout=600,
+            # the load driver uses the adapter's engine transport: one httpx pool of 512 would make
+            # the driver, not the bridge, the bottleneck (its per-request pool scan)
+            async with httpx.AsyncClient(base_url=bridge_url, transport=EngineTransport(512), timeout=600,
                                          trust_env=False) as http:
                 gate = asyncio.Semaphore(512)
 

@@ -2,7 +2,12 @@
 
 The stub engine (`benchmarks.stub`, instant, 16-token completions) and `vf-sglang serve-bridge`
 run in their own processes. Paths, each ending with the reply parsed by orjson:
-  raw            httpx POST {engine}/generate with the SGLang payload (what a direct client pays)
+  raw            httpx POST {engine}/generate with the SGLang payload on httpx's default
+                 transport: what Miles' own rollout pays per call (`miles.utils.http_utils.post`
+                 is an `httpx.AsyncClient` POST), the baseline of the goals
+  raw-transport  the same request handed to the adapter's engine transport directly
+                 (`EngineTransport`, aiohttp underneath): the fastest raw call on the adapter's
+                 stack, so `path - raw-transport` is what the bridge itself adds
   in-process     `handle_generate(state, body)` — generation A's door (DirectBridgeClient)
   served         httpx POST /inference/v1/generate to the serve-bridge process (generation B)
   served+openai  the same through `AsyncOpenAI.post(..., cast_to=httpx.Response)`, exactly as
@@ -31,6 +36,7 @@ import orjson
 from openai import AsyncOpenAI
 
 from adapter.bridge import create_app, handle_generate
+from adapter.engine_transport import EngineTransport
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from benchmarks import stub
@@ -75,7 +81,7 @@ def _cpu(pids: tuple[int, ...]) -> float:
 
 
 def ratio_table(means: dict[str, list[float]], cpu: dict[str, float], goals: list[tuple[str, str, bool]]) -> list[str]:
-    raw = means["raw"]
+    raw, floor = means["raw"], means["raw-transport"]
     limits = {"in-process": 1.2, "served": 2.0}
     lines = ["| path | median (µs) | added (µs) | ratio vs raw | 95 % CI | CPU / request, all processes (µs) "
              "| CPU ratio |", "|---|---|---|---|---|---|---|"]
@@ -87,15 +93,27 @@ def ratio_table(means: dict[str, list[float]], cpu: dict[str, float], goals: lis
                           ratio <= limits[name]))
         lines.append(f"| {name} | {statistics.median(values) * 1e6:,.0f} | {added * 1e6:,.0f} | {ratio:.3f} "
                      f"| {low:.3f} – {high:.3f} | {cpu[name] * 1e6:,.0f} | {cpu[name] / cpu['raw']:.2f} |")
+    own = {name: (ratio_ci(means[name], floor)[0],
+                  statistics.median(v - r for v, r in zip(means[name], floor, strict=True)) * 1e6)
+           for name in ("in-process", "served")}
+    lines += ["", "Against raw-transport (the same request on the adapter's own transport, no bridge), the bridge "
+              "itself adds " + "; ".join(f"{name} {added:,.0f} µs ({ratio:.3f}×)" for name, (ratio, added)
+                                         in own.items()) + "."]
     return lines
 
 
-def make_paths(engine_url: str, bridge_url: str, raw: httpx.AsyncClient, http: httpx.AsyncClient,
-               openai: AsyncOpenAI, state: Any) -> dict[str, Path]:
+def make_paths(engine_url: str, bridge_url: str, raw: httpx.AsyncClient, transport: EngineTransport,
+               http: httpx.AsyncClient, openai: AsyncOpenAI, state: Any) -> dict[str, Path]:
     async def raw_call(tokens: list[int]) -> Any:
         response = await raw.post(f"{engine_url}/generate", content=sglang_payload(tokens),
                                   headers={"content-type": "application/json"})
         return orjson.loads(response.content)
+
+    async def raw_transport(tokens: list[int]) -> Any:
+        request = httpx.Request("POST", f"{engine_url}/generate", content=sglang_payload(tokens),
+                                headers={"content-type": "application/json"})
+        response = await transport.handle_async_request(request)
+        return orjson.loads(await response.aread())
 
     async def in_process(tokens: list[int]) -> Any:
         reply = await handle_generate(state, body(tokens), "bench")
@@ -112,7 +130,8 @@ def make_paths(engine_url: str, bridge_url: str, raw: httpx.AsyncClient, http: h
                                      body=body(tokens), options={"headers": {"X-Session-ID": "bench"}})
         return orjson.loads(response.content)
 
-    return {"raw": raw_call, "in-process": in_process, "served": served, "served+openai": served_openai}
+    return {"raw": raw_call, "raw-transport": raw_transport, "in-process": in_process, "served": served,
+            "served+openai": served_openai}
 
 
 def slope(points: list[tuple[int, float]]) -> float:
@@ -166,10 +185,11 @@ async def run(args: argparse.Namespace) -> list[str]:
     with stub.running() as (engine_url, stub_pid), served_bridge(engine_url) as (bridge_url, bridge_pid):
         engine = SGLangClient(engine_url)
         state = create_app(Settings(), engine, model="m").state.bridge
-        async with httpx.AsyncClient(trust_env=False) as raw, httpx.AsyncClient(trust_env=False) as http:
+        async with httpx.AsyncClient(trust_env=False) as raw, httpx.AsyncClient(trust_env=False) as http, \
+                EngineTransport(8) as transport:
             openai = AsyncOpenAI(base_url=f"{bridge_url}/v1", api_key="EMPTY", max_retries=0,
                                  http_client=httpx.AsyncClient(trust_env=False))  # type: ignore[arg-type]
-            paths = make_paths(engine_url, bridge_url, raw, http, openai, state)
+            paths = make_paths(engine_url, bridge_url, raw, transport, http, openai, state)
             cpu: dict[str, float] = {}
             means = await paired(paths, list(PROMPT), args.rounds, args.per_round, (stub_pid, bridge_pid), cpu)
             lines += ["### Instant stub engine, 9-token prompt, 16-token completion", "",

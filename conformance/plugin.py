@@ -1,8 +1,9 @@
 """The conformance pytest plugin (entry point `pytest11: vf_sglang_conformance`).
 
 Fixtures:
-  * `sglang_mock` — a `ScriptedEngine` mounted with respx at its URL (strict: every HTTP call
-    to that host goes to the engine; other hosts are not intercepted). Script it with
+  * `sglang_mock` — a `ScriptedEngine` mounted with respx at its URL, at the adapter's engine
+    transport and at httpcore (`conformance.mocking`; strict: every HTTP call to that host goes
+    to the engine; other hosts are not intercepted). Script it with
     `sglang_mock.script(Completion(...), Fault(status=503), ...)`, then assert on
     `sglang_mock.requests`.
   * `sglang_replay` — `sglang_replay(cassette_path)` serves a recorded cassette
@@ -35,25 +36,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture
 def sglang_mock() -> Iterator[ScriptedEngine]:
-    import respx  # a test extra: imported only when the fixture is used
+    from conformance.mocking import mock_host  # respx is a test extra: imported only when used
 
     engine = ScriptedEngine()
-    with respx.mock(base_url=engine.url, assert_all_mocked=True, assert_all_called=False) as router:
-        router.route().mock(side_effect=engine.handle)
+    with mock_host(engine.url, engine.handle):
         yield engine
 
 
 @pytest.fixture
 def sglang_replay() -> Iterator[Callable[[str | Path], CassetteReplay]]:
-    import respx
+    from conformance.mocking import mock_host
 
     with contextlib.ExitStack() as stack:
 
         def replay(cassette: str | Path) -> CassetteReplay:
             served = CassetteReplay(load_cassette(cassette))
-            router = stack.enter_context(
-                respx.mock(base_url=served.cassette.engine_url, assert_all_mocked=True, assert_all_called=False))
-            router.route().mock(side_effect=served.handle)
+            stack.enter_context(mock_host(served.cassette.engine_url, served.handle))
             return served
 
         yield replay

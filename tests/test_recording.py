@@ -65,8 +65,10 @@ async def test_install_makes_every_new_client_record(sglang_mock: ScriptedEngine
 async def test_a_recorded_cassette_replays_without_the_engine(tmp_path: Path, sglang_replay) -> None:
     import respx
 
+    from conformance.mocking import ENGINE_MOCKER
+
     engine = ScriptedEngine().script(Completion([40, 151645], [-0.5, -0.01]), Completion([7], [-1.0], "length"))
-    with respx.mock(base_url=engine.url) as router:
+    with respx.mock(using=ENGINE_MOCKER, base_url=engine.url) as router:
         router.route().mock(side_effect=engine.handle)
         path = await record(engine, tmp_path, probe(), probe(max_tokens=1))
     replay = sglang_replay(path)
@@ -79,8 +81,10 @@ async def test_an_unexpected_request_fails_naming_the_nearest_recorded_one(
 ) -> None:
     import respx
 
+    from conformance.mocking import ENGINE_MOCKER
+
     engine = ScriptedEngine().script(Completion([40], [-0.5]))
-    with respx.mock(base_url=engine.url) as router:
+    with respx.mock(using=ENGINE_MOCKER, base_url=engine.url) as router:
         router.route().mock(side_effect=engine.handle)
         path = await record(engine, tmp_path, probe(max_tokens=8))
     sglang_replay(path)

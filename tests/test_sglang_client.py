@@ -20,6 +20,7 @@ from adapter.errors import (
 from adapter.sglang import RetryPolicy, SGLangClient, Timeouts, router_url
 from adapter.wire import SGLangRequest
 from conformance.engine import Completion, Fault
+from conformance.mocking import ENGINE_MOCKER
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.0, max_backoff=0.0)
 REQUEST = SGLangRequest(payload={"input_ids": [1, 2], "sampling_params": {}, "return_logprob": True},
@@ -128,7 +129,7 @@ async def test_router_address_is_read_at_call_time(sglang_mock) -> None:
 async def test_abort_all_posts_to_every_worker_listed_by_the_router() -> None:
     router = "http://router.test:30000"
     workers = ["http://w1.test:30001", "http://w2.test:30002"]
-    with respx.mock(assert_all_called=True) as mock:
+    with respx.mock(using=ENGINE_MOCKER, assert_all_called=True) as mock:
         mock.get(f"{router}/workers").respond(json={"workers": [{"url": w} for w in workers]})
         aborts = [mock.post(f"{w}/abort_request").respond(json={}) for w in workers]
         engine = SGLangClient(router)
@@ -139,14 +140,14 @@ async def test_abort_all_posts_to_every_worker_listed_by_the_router() -> None:
 
 async def test_abort_all_falls_back_to_list_workers_then_to_the_address() -> None:
     router = "http://router.test:30000"
-    with respx.mock(assert_all_called=True) as mock:
+    with respx.mock(using=ENGINE_MOCKER, assert_all_called=True) as mock:
         mock.get(f"{router}/workers").respond(404)
         mock.get(f"{router}/list_workers").respond(json={"urls": ["http://w1.test:1"]})
         mock.post("http://w1.test:1/abort_request").respond(200)
         engine = SGLangClient(router)
         assert await engine.abort_all() == ["http://w1.test:1"]
         await engine.aclose()
-    with respx.mock(assert_all_called=True) as mock:
+    with respx.mock(using=ENGINE_MOCKER, assert_all_called=True) as mock:
         mock.get(f"{router}/workers").respond(404)
         mock.get(f"{router}/list_workers").respond(404)
         mock.post(f"{router}/abort_request").respond(200)
@@ -156,7 +157,7 @@ async def test_abort_all_falls_back_to_list_workers_then_to_the_address() -> Non
 
 
 async def test_abort_all_never_raises() -> None:
-    with respx.mock() as mock:
+    with respx.mock(using=ENGINE_MOCKER, ) as mock:
         mock.get("http://router.test:1/workers").respond(json={"workers": [{"url": "http://w.test:2"}]})
         mock.post("http://w.test:2/abort_request").mock(side_effect=httpx.ConnectError("down"))
         engine = SGLangClient("http://router.test:1")

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from adapter.cli import main
+from adapter.engine_transport import EngineTransport
 from adapter.errors import ConfigurationError, EngineBusyError, EngineStatusError, EngineTimeoutError
 from adapter.sglang import AttemptBudget, RetryPolicy, SGLangClient, Timeouts
-from adapter.slots import SlotTransport
 from adapter.wire import SGLangRequest
 from conformance.hostile import HostileEngine, ok, respond
 
@@ -113,7 +113,7 @@ async def test_wrap_transport_wraps_the_transport_the_client_builds() -> None:
         await client.generate(REQUEST)
         await client.aclose()
     assert seen == ["/generate"]
-    assert isinstance(wrapped[0], SlotTransport)
+    assert isinstance(wrapped[0], EngineTransport)
 
 
 async def test_a_429_waits_as_long_as_retry_after_says() -> None:

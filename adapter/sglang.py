@@ -29,6 +29,7 @@ uses, and cost about 70 µs per call on top of the transport (benchmarks/overhea
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -180,7 +181,7 @@ class SGLangClient:
         await self._transport.aclose()
 
     async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Any:
-        request = httpx.Request(method, url, content=content, extensions={"timeout": self._timeout}, headers={
+        request = httpx.Request(method, _parsed(url), content=content, extensions={"timeout": self._timeout}, headers={
             **headers, **({"content-type": "application/json"} if content is not None else {})})
         response = await self._transport.handle_async_request(request)
         try:
@@ -274,6 +275,12 @@ class SGLangClient:
             except EngineError as exc:
                 logger.warning("abort_all: %s did not accept the abort: %s", worker, exc)
         return accepted
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(url: str) -> httpx.URL:
+    """Engine URLs are a handful (a router or a few workers × a few paths): parse each once."""
+    return httpx.URL(url)
 
 
 def _result(method: str, url: str, response: httpx.Response, body: bytes, limit: int) -> Any:

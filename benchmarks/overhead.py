@@ -17,7 +17,7 @@ its mean time over raw's mean time in the same round; medians with 95 % bootstra
 Also: per-turn cost as the prompt grows (300 → 25,700 tokens: turns 1 → 128 of a 200-token-per
 -turn session), and trace → Sample conversion throughput (8 traces × 32k tokens).
 
-    uv run python -m benchmarks.overhead [--write]      # ~10 minutes on two busy cores
+    uv run python -m benchmarks.overhead [--write]      # about a minute on two busy cores
     uv run python -m benchmarks.overhead --tiny         # the fast test's size
 """
 

@@ -157,7 +157,7 @@ async def test_abort_all_falls_back_to_list_workers_then_to_the_address() -> Non
 
 
 async def test_abort_all_never_raises() -> None:
-    with respx.mock(using=ENGINE_MOCKER, ) as mock:
+    with respx.mock(using=ENGINE_MOCKER) as mock:
         mock.get("http://router.test:1/workers").respond(json={"workers": [{"url": "http://w.test:2"}]})
         mock.post("http://w.test:2/abort_request").mock(side_effect=httpx.ConnectError("down"))
         engine = SGLangClient("http://router.test:1")

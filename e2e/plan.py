@@ -238,12 +238,16 @@ def _rollout_steps(options: PlanOptions, *, py: str, url: str, model_dir: str, e
 
 
 BUNDLED = ("arith-v1", "group-v1", "echo-tool-v1")
+CPU_SEED = 1234
 
 
 def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, n: int = 4, port: int = 30555,
-             tasksets: tuple[str, ...] = BUNDLED, python: str | None = None, envs_dir: str | None = None) -> list[Step]:
+             tasksets: tuple[str, ...] = BUNDLED, python: str | None = None, envs_dir: str | None = None,
+             seed: int = CPU_SEED) -> list[Step]:
     """The CPU tier: the reference engine, then K groups of each bundled taskset, verified.
-    `envs_dir` holds the installed generation's bundled configs (default: fixtures/envs)."""
+    `envs_dir` holds the installed generation's bundled configs (default: fixtures/envs).
+    Rollouts are seeded (`--seed`: rollout i of task t samples with seed + t×n + i, which the
+    reference engine honours), so a run's rewards — and its verdict — are the same every time."""
     configs = Path(envs_dir) if envs_dir else REPO / "fixtures" / "envs"
     py = python or sys.executable
     run_dir = str(Path(run_dir).absolute())
@@ -259,7 +263,7 @@ def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, 
             py, "-m", "adapter.cli", "rollout", "--sglang-url", url, "--config",
             str(configs / f"{taskset}.toml"), "--model", "Qwen/Qwen3-0.6B",
             "--tokenizer", "{tiny_model_dir}", "--groups", str(groups), "--n", str(n),
-            "--max-response-len", "32", "--out", out), produces=(out,)))
+            "--max-response-len", "32", "--seed", str(seed), "--out", out), produces=(out,)))
         steps.append(Step(f"verify-{taskset}", (py, "-m", "e2e.verify", "--samples", out, "--env", taskset,
                                                 "--groups", str(groups), "--n", str(n))))
     steps.append(Step("stop-engine", ("start-engine",), kind="stop", always=True))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import load, overhead
 from benchmarks.common import ratio_ci
 
@@ -24,6 +26,17 @@ def test_overhead_scenarios_run_at_tiny_size() -> None:
     for path in ("| raw |", "| in-process |", "| served |", "| served+openai |"):
         assert path in text
     assert "µs per 1k prompt tokens" in text and "M tokens/s" in text
+
+
+@pytest.mark.e2e  # the reference engine needs torch: the e2e lane has it
+def test_the_reference_engine_scenario_runs_at_tiny_size() -> None:
+    pytest.importorskip("torch", reason="the reference engine needs torch (the demo group; tox -e e2e)")
+    from benchmarks import reference
+
+    text = "\n".join(reference.main(["--tiny"]))
+    for path in ("| raw |", "| in-process |", "| served |"):
+        assert path in text
+    assert "4 decoded tokens" in text and "(reference engine)" in text
 
 
 def test_paired_ratio_ci_brackets_the_median() -> None:

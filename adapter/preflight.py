@@ -5,8 +5,9 @@
                                short timeout, never a retry loop). Otherwise a
                                `ConfigurationError` naming `--tokenizer` and `HF_HUB_OFFLINE`.
     check_engine(url)          the engine answers SGLang's `GET /get_model_info` with a JSON
-                               object holding `model_path`: "cannot reach" (no connection) and
-                               "not SGLang" (HTML, 404, another JSON) are different one-liners.
+                               object SGLang's way (`speaks_sglang`): "cannot reach" (no
+                               connection) and "not SGLang" (HTML, 404, another JSON) are
+                               different one-liners.
     check_vocab(info, size)    the engine's vocabulary (when it reports `vocab_size`) holds
                                every token id the tokenizer can emit.
 
@@ -97,6 +98,17 @@ def resolve_tokenizer(source: str, *, environ: Mapping[str, str] | None = None) 
     return _download(source, env)
 
 
+# Keys every SGLang release's `/get_model_info` answers (its http_server's own dict literal; the
+# sglang-schema lane reads them from the 0.5.15 and 0.5.23 wheels) and OpenAI-style servers lack.
+SGLANG_MODEL_INFO_KEYS = ("model_path", "is_generation")
+
+
+def speaks_sglang(info: object) -> bool:
+    """Whether a `/get_model_info` answer is SGLang's (or its router's, which forwards a worker's):
+    one rule for preflight and the live checks."""
+    return isinstance(info, dict) and isinstance(info.get("model_path"), str) and "is_generation" in info
+
+
 async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> dict[str, Any]:
     """SGLang's `/get_model_info`, or one line saying the engine is unreachable or not SGLang."""
     probe = f"{url.rstrip('/')}/get_model_info"
@@ -110,10 +122,11 @@ async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> di
         info = response.json()
     except ValueError:
         info = None
-    if response.status_code != 200 or not isinstance(info, dict) or "model_path" not in info:
+    if response.status_code != 200 or not speaks_sglang(info):
         raise ConfigurationError(
             f"the server at {url} is not SGLang: GET /get_model_info answered {response.status_code} {kind} "
-            "without a model_path: pass the SGLang server's (or its router's) URL")
+            f"without {' and '.join(SGLANG_MODEL_INFO_KEYS)}: pass the SGLang server's (or its router's) URL")
+    assert isinstance(info, dict)
     return info
 
 

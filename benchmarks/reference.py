@@ -9,7 +9,7 @@ served (the serve-bridge process). Greedy with `ignore_eos`, so every request de
 with 95 % bootstrap CIs over rounds.
 Needs the `demo` dependency group (torch).
 
-    uv run python -m benchmarks.reference [--write]     # ~5 minutes on two busy cores
+    uv run python -m benchmarks.reference [--write]     # ~4 minutes on two busy cores
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ async def run(args: argparse.Namespace) -> list[str]:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=120)
+    parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--tiny", action="store_true", help="a test's size")
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapter.errors import EngineAbortedError, EngineError, VfSglangError
+from adapter.preflight import speaks_sglang
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from adapter.wire import to_renderers_response, to_sglang_request
@@ -46,8 +47,7 @@ class ServerFacts:
 
     @property
     def speaks_sglang(self) -> bool:
-        info = self.model_info or {}
-        return isinstance(info.get("model_path"), str) and "is_generation" in info
+        return speaks_sglang(self.model_info)
 
     @property
     def deterministic(self) -> bool:

@@ -39,6 +39,7 @@ SAMPLING_MODULE = "sglang.srt.sampling.sampling_params"
 IO_STRUCT = "sglang/srt/managers/io_struct.py"
 SCHEDULE_BATCH = "sglang/srt/managers/schedule_batch.py"
 TOKENIZER_MANAGER = "sglang/srt/managers/tokenizer_manager.py"
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
 FINISH_CLASS_PREFIX = ("BaseFinishReason", "FINISH")
 # Branch conditions that hold for a finished, non-streaming `/generate` of a generation model on
 # a default launch: the `meta_info` keys set under them are always present in such an output.
@@ -69,6 +70,8 @@ class SGLangSource:
     finish_classes: dict[str, type]
     detokenize_logprob_tokens: Callable[..., list[Any]]
     meta_info: MetaInfoShape
+    model_info_keys: frozenset[str]  # the keys of the server's model-info answer
+    get_routes: dict[str, str]  # GET path → the function serving it
 
     @property
     def sampling_keys(self) -> frozenset[str]:
@@ -223,6 +226,35 @@ def meta_info_shape(root: Path) -> MetaInfoShape:
     )
 
 
+def get_routes(root: Path) -> dict[str, str]:
+    """`GET` path → the function serving it, from the `@app.get(...)` decorators of SGLang's
+    HTTP server."""
+    routes = {}
+    for node in _parse(root, HTTP_SERVER).body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            if (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                    and decorator.func.attr == "get" and decorator.args
+                    and isinstance(decorator.args[0], ast.Constant) and isinstance(decorator.args[0].value, str)):
+                routes[decorator.args[0].value] = node.name
+    return routes
+
+
+def model_info_keys(root: Path) -> frozenset[str]:
+    """The literal keys of the dict SGLang's model-info route answers (`/model_info`; releases
+    before it answer on `/get_model_info` only)."""
+    routes = get_routes(root)
+    name = routes.get("/model_info") or routes.get("/get_model_info")
+    if name is None:
+        raise SGLangSourceError(f"{root / HTTP_SERVER}: no model-info route")
+    route = _function(_parse(root, HTTP_SERVER), name)
+    keys = {key for node in ast.walk(route) if isinstance(node, ast.Dict) for key in _string_keys(node)}
+    if not keys:
+        raise SGLangSourceError(f"{root / HTTP_SERVER}: {name} builds no dict literal")
+    return frozenset(keys)
+
+
 def load_source(root: Path) -> SGLangSource:
     """Everything the schema checks need from one sglang tree (see the module docstring)."""
     root = Path(root)
@@ -234,4 +266,6 @@ def load_source(root: Path) -> SGLangSource:
         finish_classes=finish_classes(root),
         detokenize_logprob_tokens=_detokenizer(root),
         meta_info=meta_info_shape(root),
+        model_info_keys=model_info_keys(root),
+        get_routes=get_routes(root),
     )

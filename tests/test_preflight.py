@@ -64,11 +64,18 @@ async def test_a_server_that_is_not_sglang_is_named_in_one_line(tmp_path) -> Non
             server.terminate()
     assert code == 2
     assert err == (f"vf-sglang: error: the server at http://127.0.0.1:{port} is not SGLang: GET /get_model_info "
-                   "answered 404 text/html without a model_path: pass the SGLang server's (or its router's) URL")
+                   "answered 404 text/html without model_path and is_generation: pass the SGLang server's "
+                   "(or its router's) URL")
 
 
-@pytest.mark.parametrize(("status", "body"), [(200, {"models": []}), (500, {"detail": "boom"})])
-async def test_json_without_a_model_path_is_not_sglang_either(status, body) -> None:
+@pytest.mark.parametrize(("status", "body"), [
+    (200, {"models": []}),
+    (500, {"detail": "boom"}),
+    (200, {"model_path": "m"}),  # an OpenAI-style server with a model_path but not SGLang's is_generation
+    (200, {"model_path": 7, "is_generation": True}),
+    (500, {"model_path": "m", "is_generation": True}),
+])
+async def test_json_that_is_not_sglangs_model_info_is_not_sglang_either(status, body) -> None:
     async def info(request):
         return JSONResponse(body, status_code=status)
 
@@ -123,7 +130,7 @@ async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(q
     calls: list[str] = []
 
     async def info(request):
-        return JSONResponse({"model_path": "tiny", "vocab_size": 1000})
+        return JSONResponse({"model_path": "tiny", "is_generation": True, "vocab_size": 1000})
 
     async def anything_else(request):
         calls.append(request.url.path)

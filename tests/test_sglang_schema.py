@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from test_wire_request import SCENARIOS, renderer_body, translate
 
 from adapter.errors import UnsupportedRequestError
+from adapter.preflight import SGLANG_MODEL_INFO_KEYS, speaks_sglang
 from adapter.settings import Settings
 from adapter.wire import (
     RENAMED_KEYS,
@@ -58,6 +59,13 @@ def test_the_lane_checks_every_version_the_adapter_names() -> None:
 @pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.version)
 def test_the_keys_the_adapter_lets_through_are_sampling_params_fields(source: SGLangSource) -> None:
     assert not SGLANG_SAMPLING_KEYS - source.sampling_keys
+
+
+@needs_trees
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.version)
+def test_sglangs_own_model_info_passes_the_is_this_sglang_rule(source: SGLangSource) -> None:
+    assert set(SGLANG_MODEL_INFO_KEYS) <= source.model_info_keys
+    assert speaks_sglang(dict.fromkeys(source.model_info_keys, "x"))
 
 
 @needs_trees

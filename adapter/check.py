@@ -18,6 +18,7 @@ from typing import Any
 
 from adapter.cli_help import CHECK_HELP, add_command
 from adapter.errors import VfSglangError
+from adapter.preflight import MODEL_INFO_PATHS
 from adapter.recording import record_option, start_recording
 from adapter.settings import Settings
 from adapter.sglang import RetryPolicy, SGLangClient, Timeouts
@@ -74,7 +75,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         facts = await read_facts(engine)
         if not facts.speaks_sglang:
-            print(f"{args.sglang_url} is not an SGLang server: GET /get_model_info answered "
+            print(f"{args.sglang_url} is not an SGLang server: GET {' / '.join(MODEL_INFO_PATHS)} answered "
                   f"{facts.model_info!r:.200} (SGLang answers model_path and is_generation)")
             return 1
         print(f"engine: {facts.describe()}")

@@ -4,7 +4,8 @@
                                HF cache snapshot, or a bounded download (one hub probe with a
                                short timeout, never a retry loop). Otherwise a
                                `ConfigurationError` naming `--tokenizer` and `HF_HUB_OFFLINE`.
-    check_engine(url)          the engine answers SGLang's `GET /get_model_info` with a JSON
+    check_engine(url)          the engine answers SGLang's `GET /model_info` (or the older
+                               `/get_model_info`) with a JSON
                                object SGLang's way (`speaks_sglang`): "cannot reach" (no
                                connection) and "not SGLang" (HTML, 404, another JSON) are
                                different one-liners.
@@ -98,25 +99,37 @@ def resolve_tokenizer(source: str, *, environ: Mapping[str, str] | None = None) 
     return _download(source, env)
 
 
-# Keys every SGLang release's `/get_model_info` answers (its http_server's own dict literal; the
+# SGLang answers its model and server facts on `/model_info` and `/server_info`; the older names
+# `/get_model_info` and `/get_server_info` are still served but deprecated ("will be removed in a
+# future version", sglang 0.5.15 and 0.5.23), and releases before the new names have only those.
+# Probes ask the new name first and the old one only when the new one answers 404.
+MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+# Keys every SGLang release's model-info route answers (its http_server's own dict literal; the
 # sglang-schema lane reads them from the 0.5.15 and 0.5.23 wheels) and OpenAI-style servers lack.
 SGLANG_MODEL_INFO_KEYS = ("model_path", "is_generation")
 
 
 def speaks_sglang(info: object) -> bool:
-    """Whether a `/get_model_info` answer is SGLang's (or its router's, which forwards a worker's):
+    """Whether a model-info answer is SGLang's (or its router's, which forwards a worker's):
     one rule for preflight and the live checks."""
     return isinstance(info, dict) and isinstance(info.get("model_path"), str) and "is_generation" in info
 
 
 async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> dict[str, Any]:
-    """SGLang's `/get_model_info`, or one line saying the engine is unreachable or not SGLang."""
-    probe = f"{url.rstrip('/')}/get_model_info"
+    """SGLang's model info (`MODEL_INFO_PATHS`), or one line saying the engine is unreachable or
+    not SGLang."""
+    asked = []
     async with httpx.AsyncClient(transport=EngineTransport(1), timeout=timeout, trust_env=False) as http:
-        try:
-            response = await http.get(probe)
-        except httpx.HTTPError as exc:
-            raise ConfigurationError(f"cannot reach the engine at {url}: {type(exc).__name__}: {exc}") from exc
+        for path in MODEL_INFO_PATHS:
+            asked.append(path)
+            try:
+                response = await http.get(f"{url.rstrip('/')}{path}")
+            except httpx.HTTPError as exc:
+                raise ConfigurationError(f"cannot reach the engine at {url}: {type(exc).__name__}: {exc}") from exc
+            if response.status_code != 404:
+                break
     kind = response.headers.get("content-type", "no content type").split(";")[0]
     try:
         info = response.json()
@@ -124,7 +137,7 @@ async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> di
         info = None
     if response.status_code != 200 or not speaks_sglang(info):
         raise ConfigurationError(
-            f"the server at {url} is not SGLang: GET /get_model_info answered {response.status_code} {kind} "
+            f"the server at {url} is not SGLang: GET {' then '.join(asked)} answered {response.status_code} {kind} "
             f"without {' and '.join(SGLANG_MODEL_INFO_KEYS)}: pass the SGLang server's (or its router's) URL")
     assert isinstance(info, dict)
     return info

@@ -1,7 +1,8 @@
 """Cassettes: every SGLang exchange of a run, recorded as JSONL, for replay without an engine.
 
 Consumes: the HTTP transport the `SGLangClient` builds (wrapped through its `wrap_transport`
-hook) and, once per engine address, that engine's `/get_model_info` and `/get_server_info`.
+hook) and, once per engine address, that engine's `/model_info` and `/server_info` (or their
+older names, `adapter.preflight.MODEL_INFO_PATHS`).
 Emits one file per run, `DIR/<UTC time>-<pid>.jsonl`:
 
     {"kind": "header", "format": 1, "recorded_at", "command", "engine_url",
@@ -36,6 +37,7 @@ from typing import Any
 import httpx
 
 from adapter.errors import VfSglangError
+from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS
 
 FORMAT = 1
 _ACTIVE: list[CassetteRecorder] = []
@@ -87,22 +89,25 @@ class CassetteRecorder:
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(line, separators=(",", ":")) + "\n")
 
-    async def _info(self, inner: httpx.AsyncBaseTransport, origin: str, path: str) -> Any:
-        try:
-            response = await inner.handle_async_request(httpx.Request("GET", origin + path))
-            content = await response.aread()
-        except httpx.HTTPError:
-            return None
-        body = decode_body(content)
-        return body if response.status_code == 200 and isinstance(body, dict) else None
+    async def _info(self, inner: httpx.AsyncBaseTransport, origin: str, paths: tuple[str, ...]) -> Any:
+        for path in paths:  # the current name first; the older one only when it is not served
+            try:
+                response = await inner.handle_async_request(httpx.Request("GET", origin + path))
+                content = await response.aread()
+            except httpx.HTTPError:
+                return None
+            if response.status_code != 404:
+                body = decode_body(content)
+                return body if response.status_code == 200 and isinstance(body, dict) else None
+        return None
 
     async def header_once(self, inner: httpx.AsyncBaseTransport, origin: str) -> None:
         async with self._lock:
             if origin in self._headers_written:
                 return
             self._headers_written.add(origin)
-            model_info = await self._info(inner, origin, "/get_model_info")
-            server_info = await self._info(inner, origin, "/get_server_info")
+            model_info = await self._info(inner, origin, MODEL_INFO_PATHS)
+            server_info = await self._info(inner, origin, SERVER_INFO_PATHS)
             self._write({
                 "kind": "header", "format": FORMAT, "recorded_at": _now(), "command": self.command,
                 "engine_url": origin, "sglang_version": (server_info or {}).get("version"),

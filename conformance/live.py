@@ -1,10 +1,11 @@
 """Checks against a live SGLang server: one implementation for `pytest -m live` and `vf-sglang check`.
 
-Consumes: an `SGLangClient` pointed at a server or router, and the server's `/get_model_info`
-and `/get_server_info` (`ServerFacts`). Emits one `CheckResult` per check (`run_checks`):
-pass, fail (with what was seen) or skip (with why). Each check speaks the adapter's own code
-path (`wire.to_sglang_request`, the client, `wire.to_renderers_response`), so a server whose
-output the adapter would reject fails with the adapter's own typed error.
+Consumes: an `SGLangClient` pointed at a server or router, and the server's `/model_info` and
+`/server_info` (or their older names, `adapter.preflight.MODEL_INFO_PATHS`; `ServerFacts`).
+Emits one `CheckResult` per check (`run_checks`): pass, fail (with what was seen) or skip (with
+why). Each check speaks the adapter's own code path (`wire.to_sglang_request`, the client,
+`wire.to_renderers_response`), so a server whose output the adapter would reject fails with the
+adapter's own typed error.
 
 Required checks decide the exit status of `vf-sglang check`; the context-length check only
 informs. Determinism is checked only when the server reports
@@ -19,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adapter.errors import EngineAbortedError, EngineError, VfSglangError
-from adapter.preflight import speaks_sglang
+from adapter.errors import EngineAbortedError, EngineError, EngineStatusError, VfSglangError
+from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS, speaks_sglang
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from adapter.wire import to_renderers_response, to_sglang_request
@@ -88,14 +89,20 @@ async def _generate(engine: SGLangClient, settings: Settings | None = None, **sa
 
 
 async def read_facts(engine: SGLangClient) -> ServerFacts:
-    async def body(path: str) -> dict[str, Any] | None:
-        try:
-            found = await engine.get(path)
-        except EngineError:
-            return None
-        return found if isinstance(found, dict) else None
+    async def body(paths: tuple[str, ...]) -> dict[str, Any] | None:
+        for path in paths:  # the current name first; the older one only when it is not served
+            try:
+                found = await engine.get(path)
+            except EngineStatusError as exc:
+                if exc.status_code == 404:
+                    continue
+                return None
+            except EngineError:
+                return None
+            return found if isinstance(found, dict) else None
+        return None
 
-    return ServerFacts(await body("/get_model_info"), await body("/get_server_info"))
+    return ServerFacts(await body(MODEL_INFO_PATHS), await body(SERVER_INFO_PATHS))
 
 
 async def _logprobs(engine: SGLangClient, facts: ServerFacts) -> str:

@@ -36,7 +36,7 @@ def test_the_reference_engine_scenario_runs_at_tiny_size() -> None:
     text = "\n".join(reference.main(["--tiny"]))
     for path in ("| raw |", "| in-process |", "| served |"):
         assert path in text
-    assert "4 decoded tokens" in text and "(reference engine)" in text
+    assert "4 decoded tokens" in text and "(4-token decoding, reference engine)" in text
 
 
 def test_paired_ratio_ci_brackets_the_median() -> None:

@@ -21,7 +21,9 @@ from starlette.routing import Route
 from adapter.errors import ConfigurationError
 from adapter.preflight import check_engine, check_vocab, resolve_tokenizer
 from adapter.serve import served
+from adapter.sglang import SGLangClient
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.live import read_facts
 
 VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
 ARITH = str(Path(__file__).resolve().parent.parent / "fixtures" / "envs" / "arith-v1.toml")
@@ -63,9 +65,9 @@ async def test_a_server_that_is_not_sglang_is_named_in_one_line(tmp_path) -> Non
         finally:
             server.terminate()
     assert code == 2
-    assert err == (f"vf-sglang: error: the server at http://127.0.0.1:{port} is not SGLang: GET /get_model_info "
-                   "answered 404 text/html without model_path and is_generation: pass the SGLang server's "
-                   "(or its router's) URL")
+    assert err == (f"vf-sglang: error: the server at http://127.0.0.1:{port} is not SGLang: GET /model_info "
+                   "then /get_model_info answered 404 text/html without model_path and is_generation: pass the "
+                   "SGLang server's (or its router's) URL")
 
 
 @pytest.mark.parametrize(("status", "body"), [
@@ -88,6 +90,31 @@ async def test_an_sglang_engine_passes_and_reports_its_model() -> None:
     async with served(asgi_app(ScriptedEngine())) as url:
         info = await check_engine(url)
     assert info["model_path"]
+
+
+def info_server(*paths: str, asked: list[str]) -> Starlette:
+    """A server answering SGLang's model and server info on `paths` only (404 elsewhere)."""
+    async def info(request):
+        asked.append(request.url.path)
+        return JSONResponse({"model_path": "m", "is_generation": True, "context_length": 4096})
+
+    return Starlette(routes=[Route(path, info) for path in paths])
+
+
+@pytest.mark.parametrize(("paths", "answered"), [
+    (("/model_info", "/server_info", "/get_model_info", "/get_server_info"), ("/model_info", "/server_info")),
+    (("/model_info", "/server_info"), ("/model_info", "/server_info")),  # after the old names are removed
+    (("/get_model_info", "/get_server_info"), ("/get_model_info", "/get_server_info")),  # before the new names
+], ids=["both-names", "new-names-only", "old-names-only"])
+async def test_model_and_server_info_are_read_under_either_name(paths, answered) -> None:
+    asked: list[str] = []
+    async with served(info_server(*paths, asked=asked)) as url:
+        assert (await check_engine(url))["model_path"] == "m"
+        engine = SGLangClient(url)
+        facts = await read_facts(engine)
+        await engine.aclose()
+    assert facts.speaks_sglang and facts.context_length == 4096
+    assert asked == [answered[0], *answered]  # preflight, then the live checks' two reads
 
 
 def test_a_local_tokenizer_dir_is_used_as_is(qwen3_tokenizer) -> None:
@@ -136,7 +163,7 @@ async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(q
         calls.append(request.url.path)
         return JSONResponse({"error": {"message": "not expected"}}, status_code=400)
 
-    app = Starlette(routes=[Route("/get_model_info", info),
+    app = Starlette(routes=[Route("/model_info", info),
                             Route("/{path:path}", anything_else, methods=["GET", "POST"])])
     async with served(app) as url:
         code, err, _ = await run_cli(["rollout", "--sglang-url", url, "--config", ARITH, "--model", "Qwen/Qwen3-0.6B",

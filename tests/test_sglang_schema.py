@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from test_wire_request import SCENARIOS, renderer_body, translate
 
 from adapter.errors import UnsupportedRequestError
-from adapter.preflight import SGLANG_MODEL_INFO_KEYS, speaks_sglang
+from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS, SGLANG_MODEL_INFO_KEYS, speaks_sglang
 from adapter.settings import Settings
 from adapter.wire import (
     RENAMED_KEYS,
@@ -66,6 +66,12 @@ def test_the_keys_the_adapter_lets_through_are_sampling_params_fields(source: SG
 def test_sglangs_own_model_info_passes_the_is_this_sglang_rule(source: SGLangSource) -> None:
     assert set(SGLANG_MODEL_INFO_KEYS) <= source.model_info_keys
     assert speaks_sglang(dict.fromkeys(source.model_info_keys, "x"))
+
+
+@needs_trees
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.version)
+def test_every_info_path_the_adapter_asks_is_served(source: SGLangSource) -> None:
+    assert set(MODEL_INFO_PATHS) | set(SERVER_INFO_PATHS) <= set(source.get_routes)
 
 
 @needs_trees

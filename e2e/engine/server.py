@@ -15,12 +15,13 @@ SGLang 0.5's native HTTP API that the adapter uses, with SGLang's shapes.
     POST /abort_request   {"rid": id} or {"abort_all": true}: in-flight and queued requests
                           finish with {"type": "abort", "message": ...}; empty 200 like SGLang
     GET  /health          empty 200 (the model is loaded before the app exists)
-    GET  /get_model_info  {"model_path": <model_id>, "tokenizer_path": <model dir>,
-                           "is_generation": true, ...}
+    GET  /model_info      (and SGLang's older name /get_model_info) {"model_path": <model_id>,
+                           "tokenizer_path": <model dir>, "is_generation": true, ...}
     POST /flush_cache     {} (there is no prefix cache: `cached_tokens` is always 0)
-    GET  /get_server_info {"model_path", "context_length", "enable_deterministic_inference": true
-                           (one stream, a seeded generator), "version": null (not an SGLang
-                           release), "engine": "vf-sglang reference engine"}
+    GET  /server_info     (and /get_server_info) {"model_path", "context_length",
+                           "enable_deterministic_inference": true (one stream, a seeded
+                           generator), "version": null (not an SGLang release),
+                           "engine": "vf-sglang reference engine"}
 
 A refused request answers HTTP 400 with SGLang's `{"error": {"message": ...}}`. Decoding runs
 in worker threads (`asyncio.to_thread`) behind one compute lock, so requests are served one
@@ -230,8 +231,10 @@ def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> 
             Route("/generate", generate, methods=["POST"]),
             Route("/abort_request", abort_request, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
-            Route("/get_model_info", model_info, methods=["GET"]),
+            Route("/model_info", model_info, methods=["GET"]),
+            Route("/get_model_info", model_info, methods=["GET"]),  # SGLang's older name, still served
             Route("/flush_cache", flush_cache, methods=["GET", "POST"]),
+            Route("/server_info", server_info, methods=["GET"]),
             Route("/get_server_info", server_info, methods=["GET"]),
         ]
     )

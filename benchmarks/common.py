@@ -92,6 +92,15 @@ def write_section(name: str, lines: Sequence[str]) -> None:
     DOC.write_text(text)
 
 
+def report(section: str, title: str, lines: list[str], *, write: bool) -> list[str]:
+    """Print a benchmark's lines and, with `write`, make them section `section` of
+    docs/performance.md under `title`."""
+    print("\n".join(lines))
+    if write:
+        write_section(section, [title, "", *lines])
+    return lines
+
+
 def goal_table(goals: Sequence[tuple[str, str, bool]]) -> list[str]:
     """The issue's goals against what this run measured (computed, never hand-edited)."""
     rows = [f"| {goal} | {measured} | {'yes' if met else '**no**'} |" for goal, measured, met in goals]

@@ -38,9 +38,9 @@ from benchmarks.common import (
     goal_table,
     machine,
     percentile,
+    report,
     rss_mb,
     served_bridge,
-    write_section,
 )
 
 Call = Callable[[dict[str, Any], str], Awaitable[int]]
@@ -222,10 +222,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> list[str]:
     args = parse(argv)
-    lines = asyncio.run(run(args))
-    if args.write:
-        write_section("load", ["## Load (benchmarks/load.py)", "", *lines])
-    return lines
+    return report("load", "## Load (benchmarks/load.py)", asyncio.run(run(args)), write=args.write)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from adapter.engine_transport import EngineTransport
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from benchmarks import stub
-from benchmarks.common import PROMPT, body, cpu_seconds, goal_table, machine, ratio_ci, served_bridge, write_section
+from benchmarks.common import PROMPT, body, cpu_seconds, goal_table, machine, ratio_ci, report, served_bridge
 
 Path = Callable[[list[int]], Awaitable[Any]]
 
@@ -223,11 +223,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> list[str]:
     args = parse(argv)
-    lines = asyncio.run(run(args))
-    print("\n".join(lines))
-    if args.write:
-        write_section("overhead", ["## Bridge overhead (benchmarks/overhead.py)", "", *lines])
-    return lines
+    return report("overhead", "## Bridge overhead (benchmarks/overhead.py)", asyncio.run(run(args)), write=args.write)
 
 
 if __name__ == "__main__":

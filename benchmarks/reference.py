@@ -30,7 +30,7 @@ import orjson
 from adapter.bridge import create_app, handle_generate
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
-from benchmarks.common import PROMPT, goal_table, machine, ratio_ci, served_bridge, write_section
+from benchmarks.common import PROMPT, goal_table, machine, ratio_ci, report, served_bridge
 from benchmarks.overhead import Path, paired
 
 GOALS = {"in-process": 1.01, "served": 1.02}
@@ -126,11 +126,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> list[str]:
     args = parse(argv)
-    lines = asyncio.run(run(args))
-    print("\n".join(lines))
-    if args.write:
-        write_section("reference", ["## Against real decoding (benchmarks/reference.py)", "", *lines])
-    return lines
+    return report("reference", "## Against real decoding (benchmarks/reference.py)", asyncio.run(run(args)),
+                  write=args.write)
 
 
 if __name__ == "__main__":

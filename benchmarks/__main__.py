@@ -1,0 +1,32 @@
+"""Every benchmark in one run: overhead (instant stub), load (Miles-scale concurrency) and, where
+torch is installed (the `demo` group), the reference engine — each section of
+docs/performance.md written by this one invocation with `--write`.
+
+    uv run python -m benchmarks --write     # about 5 minutes on two busy cores
+    uv run python -m benchmarks --tiny      # every scenario at a test's size
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+
+from benchmarks import load, overhead, reference
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="every scenario at a test's size")
+    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    args = parser.parse_args(argv)
+    flags = [flag for flag, on in (("--tiny", args.tiny), ("--write", args.write)) if on]
+    lines = [*overhead.main(flags), *load.main(flags)]
+    if importlib.util.find_spec("torch") is None:
+        print("reference engine: skipped (needs torch: the `demo` dependency group)")
+    else:
+        lines += reference.main(flags)
+    return lines
+
+
+if __name__ == "__main__":
+    main()

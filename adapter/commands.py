@@ -113,12 +113,24 @@ def _rollout(args: argparse.Namespace) -> int:
 
 async def _demo_async(args: argparse.Namespace, settings: Settings, model_dir: Path,
                       flags: Mapping[str, str]) -> list[list[Any]]:
+    from adapter.hooks import RolloutHooks
+    from adapter.jobs import prepare_orchestrator, run_prepared
+
+    served_at: list[str] = []
+    progress = GroupProgress(args.groups, enabled=progress_wanted(args.quiet))
+    # Everything that needs no engine first (the taskset's own rules, e.g. group rewards with
+    # --n 1), so a refused combination never waits for the model to load.
+    orchestrator = prepare_orchestrator(settings, engine_url=lambda: served_at[0], tokenizer_path=str(model_dir),
+                                        flags=flags, hooks=RolloutHooks(on_group=progress))
     from adapter.serve import served
-    from e2e.engine import create_engine_app
+    from e2e.engine import create_engine_app  # torch: only once the job is known to be runnable
 
     async with served(create_engine_app(model_dir, model_id=QWEN3)) as url:
+        served_at.append(url)
         _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
-        return await _run(args, settings, url, str(model_dir), flags)
+        with progress:
+            result = await run_prepared(orchestrator, url)
+    return result.groups
 
 
 def _tiny_model(*, progress: bool) -> Path:

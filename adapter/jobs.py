@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from adapter.config import load_env_config
 from adapter.errors import ConfigurationError
@@ -90,8 +91,19 @@ async def run_rollouts(
     info = await check_engine(engine_url)
     orchestrator = prepare_orchestrator(settings, engine_url=engine_url, tokenizer_path=tokenizer_path, flags=flags,
                                         hooks=hooks)
+    _check_vocab(info, orchestrator)
+    return await orchestrator.train(rollout_id=0)
+
+
+async def run_prepared(orchestrator: Orchestrator, engine_url: str) -> TrainOutput:
+    """The engine half of a job whose orchestrator was prepared before its engine existed (the
+    demo starts its own engine only once every check that needs none has passed)."""
+    _check_vocab(await check_engine(engine_url), orchestrator)
+    return await orchestrator.train(rollout_id=0)
+
+
+def _check_vocab(info: Mapping[str, Any], orchestrator: Orchestrator) -> None:
     if "vocab_size" in info and orchestrator.tokenizer_path:
         from renderers.base import load_tokenizer
 
         check_vocab(info, len(load_tokenizer(orchestrator.tokenizer_path)), tokenizer=orchestrator.tokenizer_path)
-    return await orchestrator.train(rollout_id=0)

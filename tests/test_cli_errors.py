@@ -97,6 +97,12 @@ async def test_group_rewards_with_n_1_name_n_not_the_miles_flag(capsys, qwen3_to
     assert engine.generate_requests() == [], "refused before the first episode"
 
 
+def test_demo_refuses_group_rewards_with_n_1_before_the_engine_starts(model_dir: Path) -> None:
+    done = _cli("demo", "--model-dir", str(model_dir), "--taskset", "group-v1", "--n", "1", "--quiet")
+    assert done.returncode == 2 and "[group_reward_train_n]" in done.stderr and "set --n 2 or more" in done.stderr
+    assert done.stdout.strip() == "False", "torch was imported: the engine was started before the refusal"
+
+
 def test_missing_model_dir_is_one_line_before_torch() -> None:
     _one_line_error(_cli("demo", "--model-dir", "/nonexistent/model"), "--model-dir /nonexistent/model",
                     "no such directory")

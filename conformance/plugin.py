@@ -28,6 +28,9 @@ from conformance.assets import install_qwen3_tokenizer
 from conformance.engine import ScriptedEngine
 from conformance.replay import CassetteReplay, load_cassette
 
+with contextlib.suppress(ImportError):  # respx is a test extra; with it, `using="vf-sglang-engine"` works by name
+    import conformance.mocking  # noqa: F401  (registers the engine-transport mocker with respx)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sglang-url", default=os.environ.get("SGLANG_URL"),

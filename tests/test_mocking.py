@@ -31,3 +31,12 @@ async def test_the_engine_transport_is_not_mocked_outside_the_block() -> None:
     async with httpx.AsyncClient(transport=EngineTransport(1)) as client:
         with pytest.raises(httpx.ConnectError):
             await client.get("http://127.0.0.1:9/")
+
+
+def test_loading_the_pytest_plugin_registers_the_engine_mocker_by_name() -> None:
+    import subprocess
+    import sys
+
+    probe = "import conformance.plugin; from respx.mocks import Mocker; print('vf-sglang-engine' in Mocker.registry)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr

@@ -24,8 +24,9 @@ leaving this module is an httpx exception.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import httpx
@@ -59,6 +60,17 @@ def _narrowed(exc: BaseException) -> httpx.TransportError | None:
     return kind(f"{type(cause).__name__}: {cause}")
 
 
+@contextlib.contextmanager
+def _narrowing() -> Iterator[None]:
+    try:
+        yield
+    except (httpx.TransportError, aiohttp.ClientError) as exc:
+        narrowed = _narrowed(exc)
+        if narrowed is None:
+            raise
+        raise narrowed from exc
+
+
 class _Stream(httpx.AsyncByteStream):
     """The response body, with aiohttp failures mid-body narrowed the same way."""
 
@@ -66,14 +78,9 @@ class _Stream(httpx.AsyncByteStream):
         self._inner = inner
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
+        with _narrowing():
             async for chunk in self._inner:
                 yield chunk
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            narrowed = _narrowed(exc)
-            if narrowed is None:
-                raise
-            raise narrowed from exc
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -95,13 +102,8 @@ class EngineTransport(AiohttpTransport):
                                      max_line_size=MAX_LINE, max_field_size=MAX_LINE)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
+        with _narrowing():
             response = await super().handle_async_request(request)
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            narrowed = _narrowed(exc)
-            if narrowed is None:
-                raise
-            raise narrowed from exc
         assert isinstance(response.stream, httpx.AsyncByteStream)
         response.stream = _Stream(response.stream)
         return response

@@ -18,7 +18,7 @@ from typing import Any
 
 from adapter.cli_help import CHECK_HELP, add_command
 from adapter.errors import VfSglangError
-from adapter.preflight import MODEL_INFO_PATHS
+from adapter.preflight import MODEL_INFO_PATHS, SGLANG_MODEL_INFO_KEYS
 from adapter.recording import record_option, start_recording
 from adapter.settings import Settings
 from adapter.sglang import RetryPolicy, SGLangClient, Timeouts
@@ -76,7 +76,8 @@ async def run(args: argparse.Namespace) -> int:
         facts = await read_facts(engine)
         if not facts.speaks_sglang:
             print(f"{args.sglang_url} is not an SGLang server: GET {' / '.join(MODEL_INFO_PATHS)} answered "
-                  f"{facts.model_info!r:.200} (SGLang answers model_path and is_generation)")
+                  f"{facts.model_info!r:.200} (SGLang answers {' and '.join(SGLANG_MODEL_INFO_KEYS)}): pass the "
+                  "SGLang server's (or its router's) URL with --sglang-url")
             return 1
         print(f"engine: {facts.describe()}")
         results = await run_checks(engine, facts, model_max=model_context_length(args.tokenizer))

@@ -5,10 +5,9 @@
                                short timeout, never a retry loop). Otherwise a
                                `ConfigurationError` naming `--tokenizer` and `HF_HUB_OFFLINE`.
     check_engine(url)          the engine answers SGLang's `GET /model_info` (or the older
-                               `/get_model_info`) with a JSON
-                               object SGLang's way (`speaks_sglang`): "cannot reach" (no
-                               connection) and "not SGLang" (HTML, 404, another JSON) are
-                               different one-liners.
+                               `/get_model_info`, `first_served`) with a JSON object SGLang's
+                               way (`speaks_sglang`): "cannot reach" (no connection) and "not
+                               SGLang" (HTML, 404, another JSON) are different one-liners.
     check_vocab(info, size)    the engine's vocabulary (when it reports `vocab_size`) holds
                                every token id the tokenizer can emit.
 
@@ -19,14 +18,16 @@ names the flag or variable to change.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from adapter.engine_transport import EngineTransport
 from adapter.errors import ConfigurationError
+
+R = TypeVar("R")
 
 # Files a tokenizer (and Renderers' chat template) may need; nothing of the weights.
 TOKENIZER_PATTERNS = ["tokenizer*", "vocab*", "merges.txt", "special_tokens_map.json", "added_tokens.json",
@@ -114,22 +115,33 @@ SGLANG_MODEL_INFO_KEYS = ("model_path", "is_generation")
 def speaks_sglang(info: object) -> bool:
     """Whether a model-info answer is SGLang's (or its router's, which forwards a worker's):
     one rule for preflight and the live checks."""
-    return isinstance(info, dict) and isinstance(info.get("model_path"), str) and "is_generation" in info
+    return (isinstance(info, dict) and all(key in info for key in SGLANG_MODEL_INFO_KEYS)
+            and isinstance(info["model_path"], str))
+
+
+async def first_served(paths: Sequence[str], fetch: Callable[[str], Awaitable[R]],
+                       not_served: Callable[[R], bool]) -> tuple[list[str], R]:
+    """Fetch `paths` in order (the current name first) until one is served: the next is asked
+    only when `not_served` says so of this one's answer (HTTP 404). Returns the paths asked and
+    the last answer. One rule for preflight, the live checks and the cassette header."""
+    asked: list[str] = []
+    for path in paths:
+        asked.append(path)
+        answer = await fetch(path)
+        if not not_served(answer):
+            break
+    return asked, answer
 
 
 async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> dict[str, Any]:
     """SGLang's model info (`MODEL_INFO_PATHS`), or one line saying the engine is unreachable or
     not SGLang."""
-    asked = []
     async with httpx.AsyncClient(transport=EngineTransport(1), timeout=timeout, trust_env=False) as http:
-        for path in MODEL_INFO_PATHS:
-            asked.append(path)
-            try:
-                response = await http.get(f"{url.rstrip('/')}{path}")
-            except httpx.HTTPError as exc:
-                raise ConfigurationError(f"cannot reach the engine at {url}: {type(exc).__name__}: {exc}") from exc
-            if response.status_code != 404:
-                break
+        try:
+            asked, response = await first_served(MODEL_INFO_PATHS, lambda path: http.get(f"{url.rstrip('/')}{path}"),
+                                                 lambda answer: answer.status_code == 404)
+        except httpx.HTTPError as exc:
+            raise ConfigurationError(f"cannot reach the engine at {url}: {type(exc).__name__}: {exc}") from exc
     kind = response.headers.get("content-type", "no content type").split(";")[0]
     try:
         info = response.json()

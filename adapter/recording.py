@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 
 from adapter.errors import VfSglangError
-from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS
+from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS, first_served
 
 FORMAT = 1
 _ACTIVE: list[CassetteRecorder] = []
@@ -90,16 +90,16 @@ class CassetteRecorder:
             out.write(json.dumps(line, separators=(",", ":")) + "\n")
 
     async def _info(self, inner: httpx.AsyncBaseTransport, origin: str, paths: tuple[str, ...]) -> Any:
-        for path in paths:  # the current name first; the older one only when it is not served
-            try:
-                response = await inner.handle_async_request(httpx.Request("GET", origin + path))
-                content = await response.aread()
-            except httpx.HTTPError:
-                return None
-            if response.status_code != 404:
-                body = decode_body(content)
-                return body if response.status_code == 200 and isinstance(body, dict) else None
-        return None
+        async def fetch(path: str) -> tuple[int, bytes]:
+            response = await inner.handle_async_request(httpx.Request("GET", origin + path))
+            return response.status_code, await response.aread()
+
+        try:
+            _, (status, content) = await first_served(paths, fetch, lambda answer: answer[0] == 404)
+        except httpx.HTTPError:
+            return None
+        body = decode_body(content)
+        return body if status == 200 and isinstance(body, dict) else None
 
     async def header_once(self, inner: httpx.AsyncBaseTransport, origin: str) -> None:
         async with self._lock:

@@ -3,8 +3,8 @@
 `ScriptedEngine.handle(request)` routes by path like a real server: `POST /generate` answers
 the next scripted step in SGLang's exact output shape (`conformance.sglang_outputs`);
 `GET /health`, `GET /model_info` (and `/get_model_info`), `POST /flush_cache`,
-`POST /abort_request` and the router's `GET /workers` answer as SGLang does. Every request is recorded (path, JSON body,
-headers) for assertions and snapshots. A step is a `Completion`, a function of the request
+`POST /abort_request` and the router's `GET /workers` answer as SGLang does. Every request is
+recorded (path, JSON body, headers) for assertions and snapshots. A step is a `Completion`, a function of the request
 body returning one, or a `Fault` (an error status, a timeout, a reset, a malformed body).
 """
 
@@ -92,10 +92,11 @@ class ScriptedEngine:
         recorded = self._record(request)
         if recorded.path == "/generate" and request.method == "POST":
             return self._generate(recorded.body or {})
+        model_info = {"model_path": self.model_path, "is_generation": True}
         routes: dict[tuple[str, str], Any] = {
             ("GET", "/health"): {},
-            ("GET", "/model_info"): {"model_path": self.model_path, "is_generation": True},
-            ("GET", "/get_model_info"): {"model_path": self.model_path, "is_generation": True},
+            ("GET", "/model_info"): model_info,
+            ("GET", "/get_model_info"): model_info,  # SGLang's older name, still served
             ("POST", "/flush_cache"): {},
             ("POST", "/abort_request"): {},
             ("GET", "/workers"): {"workers": [{"url": self.url}]},

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapter.errors import EngineAbortedError, EngineError, EngineStatusError, VfSglangError
-from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS, speaks_sglang
+from adapter.preflight import MODEL_INFO_PATHS, SERVER_INFO_PATHS, first_served, speaks_sglang
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
 from adapter.wire import to_renderers_response, to_sglang_request
@@ -88,19 +88,24 @@ async def _generate(engine: SGLangClient, settings: Settings | None = None, **sa
     return raw, response
 
 
+_NOT_SERVED = object()
+
+
 async def read_facts(engine: SGLangClient) -> ServerFacts:
+    async def fetch(path: str) -> Any:
+        try:
+            return await engine.get(path)
+        except EngineStatusError as exc:
+            if exc.status_code == 404:
+                return _NOT_SERVED
+            raise
+
     async def body(paths: tuple[str, ...]) -> dict[str, Any] | None:
-        for path in paths:  # the current name first; the older one only when it is not served
-            try:
-                found = await engine.get(path)
-            except EngineStatusError as exc:
-                if exc.status_code == 404:
-                    continue
-                return None
-            except EngineError:
-                return None
-            return found if isinstance(found, dict) else None
-        return None
+        try:
+            _, found = await first_served(paths, fetch, lambda answer: answer is _NOT_SERVED)
+        except EngineError:
+            return None
+        return found if isinstance(found, dict) else None
 
     return ServerFacts(await body(MODEL_INFO_PATHS), await body(SERVER_INFO_PATHS))
 

@@ -53,7 +53,8 @@ async def test_a_server_that_is_not_sglang_is_named(capsys) -> None:
 
     async with served(Starlette()) as url:
         assert await check(url) == 1
-    assert "is not an SGLang server" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "is not an SGLang server" in out and "--sglang-url" in out
 
 
 async def test_determinism_is_skipped_unless_the_server_reports_it(capsys) -> None:

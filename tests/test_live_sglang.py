@@ -30,7 +30,7 @@ async def test_live_server_is_healthy(engine) -> None:
 @pytest.mark.parametrize("name", CHECKS)
 async def test_live_check(engine, name: str) -> None:
     facts = await read_facts(engine)
-    assert facts.speaks_sglang, f"GET /get_model_info answered {facts.model_info!r}: not an SGLang server"
+    assert facts.speaks_sglang, f"GET /model_info answered {facts.model_info!r}: not an SGLang server"
     result = await run_check(name, engine, facts)
     if result.status == "skip":
         pytest.skip(result.detail)

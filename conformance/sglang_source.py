@@ -30,7 +30,7 @@ import sys
 import threading
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -241,10 +241,9 @@ def get_routes(root: Path) -> dict[str, str]:
     return routes
 
 
-def model_info_keys(root: Path) -> frozenset[str]:
+def model_info_keys(root: Path, routes: Mapping[str, str]) -> frozenset[str]:
     """The literal keys of the dict SGLang's model-info route answers (`/model_info`; releases
-    before it answer on `/get_model_info` only)."""
-    routes = get_routes(root)
+    before it answer on `/get_model_info` only); `routes` is `get_routes(root)`."""
     name = routes.get("/model_info") or routes.get("/get_model_info")
     if name is None:
         raise SGLangSourceError(f"{root / HTTP_SERVER}: no model-info route")
@@ -258,6 +257,7 @@ def model_info_keys(root: Path) -> frozenset[str]:
 def load_source(root: Path) -> SGLangSource:
     """Everything the schema checks need from one sglang tree (see the module docstring)."""
     root = Path(root)
+    routes = get_routes(root)
     return SGLangSource(
         version=version_of(root),
         root=root,
@@ -266,6 +266,6 @@ def load_source(root: Path) -> SGLangSource:
         finish_classes=finish_classes(root),
         detokenize_logprob_tokens=_detokenizer(root),
         meta_info=meta_info_shape(root),
-        model_info_keys=model_info_keys(root),
-        get_routes=get_routes(root),
+        model_info_keys=model_info_keys(root, routes),
+        get_routes=routes,
     )

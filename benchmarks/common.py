@@ -59,24 +59,36 @@ def body(tokens: Sequence[int], max_tokens: int = 16) -> dict:
 
 
 @contextlib.contextmanager
-def served_bridge(engine_url: str, *, max_in_flight: int = 512, read_timeout: float = 600) -> Iterator[tuple[str, int]]:
-    """`vf-sglang serve-bridge` as its own process: yields (url, pid); terminated by pid."""
-    exe = str(Path(sys.executable).with_name("vf-sglang"))
-    process = subprocess.Popen([exe, "serve-bridge", "--sglang-url", engine_url, "--model", "m",
-                                "--max-in-flight", str(max_in_flight), "--read-timeout", str(read_timeout),
-                                "--session-lru-size", "100000"],
-                               stdout=subprocess.PIPE, text=True)
+def ready_process(argv: Sequence[str], ready: str) -> Iterator[tuple[str, int]]:
+    """`argv` as its own process: yields (the URL printed right after `ready` on the first line
+    starting with it, pid); terminated (by pid) on exit."""
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("vf-sglang bridge ready at "):
-            raise RuntimeError(f"serve-bridge did not start: {line!r}")
-        yield line.split()[4], process.pid
+        for line in process.stdout:
+            if line.startswith(ready):
+                yield line[len(ready):].split()[0], process.pid
+                return
+        raise RuntimeError(f"{argv[0]} did not print {ready!r} (exit status {process.wait()})")
     finally:
         process.terminate()
         process.wait(timeout=30)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def vf_sglang(*args: str) -> list[str]:
+    """The `vf-sglang` command of this environment."""
+    return [str(Path(sys.executable).with_name("vf-sglang")), *args]
+
+
+@contextlib.contextmanager
+def served_bridge(engine_url: str, *, max_in_flight: int = 512, read_timeout: float = 600) -> Iterator[tuple[str, int]]:
+    """`vf-sglang serve-bridge` as its own process: yields (url, pid)."""
+    with ready_process(vf_sglang("serve-bridge", "--sglang-url", engine_url, "--model", "m",
+                                 "--max-in-flight", str(max_in_flight), "--read-timeout", str(read_timeout),
+                                 "--session-lru-size", "100000"), "vf-sglang bridge ready at ") as found:
+        yield found
 
 
 def write_section(name: str, lines: Sequence[str]) -> None:

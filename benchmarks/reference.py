@@ -18,10 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import statistics
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path as FilePath
 from typing import Any
 
 import httpx
@@ -30,7 +27,7 @@ import orjson
 from adapter.bridge import create_app, handle_generate
 from adapter.settings import Settings
 from adapter.sglang import SGLangClient
-from benchmarks.common import PROMPT, goal_table, machine, ratio_ci, report, served_bridge
+from benchmarks.common import PROMPT, goal_table, machine, ratio_ci, ready_process, report, served_bridge, vf_sglang
 from benchmarks.overhead import Path, paired
 
 GOALS = {"in-process": 1.01, "served": 1.02}
@@ -39,20 +36,8 @@ GOALS = {"in-process": 1.01, "served": 1.02}
 @contextlib.contextmanager
 def reference_engine() -> Iterator[str]:
     """`vf-sglang engine` on a free loopback port (the cached tiny model; built on first use)."""
-    exe = str(FilePath(sys.executable).with_name("vf-sglang"))
-    process = subprocess.Popen([exe, "engine"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("reference engine ready at "):
-                yield line.split()[4]
-                return
-        raise RuntimeError(f"the reference engine did not start (exit {process.wait()})")
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
+    with ready_process(vf_sglang("engine"), "reference engine ready at ") as (url, _):
+        yield url
 
 
 def paths(engine_url: str, bridge_url: str, raw: httpx.AsyncClient, state: Any, decode: int) -> dict[str, Path]:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import orjson
 
+from benchmarks.common import ready_process
 from conformance.sglang_outputs import sglang_output
 
 
@@ -78,19 +78,9 @@ async def _main(args: argparse.Namespace) -> None:
 @contextlib.contextmanager
 def running(delay: float = 0.0, tokens: int = 16) -> Iterator[tuple[str, int]]:
     """A stub engine subprocess: yields (url, pid); terminated (by pid) on exit."""
-    process = subprocess.Popen([sys.executable, "-m", "benchmarks.stub", "--delay", str(delay),
-                                "--tokens", str(tokens)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("stub ready at "):
-            raise RuntimeError(f"the stub engine did not start: {line!r}")
-        yield line.split()[-1], process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
+    with ready_process([sys.executable, "-m", "benchmarks.stub", "--delay", str(delay), "--tokens", str(tokens)],
+                       "stub ready at ") as found:
+        yield found
 
 
 def main() -> None:

@@ -27,7 +27,7 @@
     └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
         └── EmptyTraceError       a trace with no branches: nothing to train on
 
-An exhausted length budget is a clean truncation, not a failure: `adapter.wire` raises
+An exhausted length budget is a clean truncation, not a failure: `adapter.wire.translate` raises
 Verifiers' own `OverlongPromptError` where the installed release has one (0.2.x, 0.3.x: the
 in-process TrainClient must recognise it by type), and `PromptTooLongError` below otherwise
 (0.4.0, where the bridge is served and the error only becomes a 400 `overlong_prompt`).

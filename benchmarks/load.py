@@ -26,10 +26,10 @@ from typing import Any
 
 import httpx
 
-from adapter.bridge import create_app, handle_generate
-from adapter.engine_transport import EngineTransport
-from adapter.settings import Settings
-from adapter.sglang import SGLangClient, Timeouts
+from adapter.bridge.handler import create_app, handle_generate
+from adapter.config.settings import Settings
+from adapter.engine.client import SGLangClient, Timeouts
+from adapter.engine.transport import EngineTransport
 from benchmarks import stub
 from benchmarks.common import (
     PROMPT,

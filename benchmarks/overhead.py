@@ -35,10 +35,10 @@ import httpx
 import orjson
 from openai import AsyncOpenAI
 
-from adapter.bridge import create_app, handle_generate
-from adapter.engine_transport import EngineTransport
-from adapter.settings import Settings
-from adapter.sglang import SGLangClient
+from adapter.bridge.handler import create_app, handle_generate
+from adapter.config.settings import Settings
+from adapter.engine.client import SGLangClient
+from adapter.engine.transport import EngineTransport
 from benchmarks import stub
 from benchmarks.common import PROMPT, body, cpu_seconds, goal_table, machine, ratio_ci, report, served_bridge
 
@@ -158,7 +158,7 @@ async def per_turn(paths: dict[str, Path], args: argparse.Namespace) -> list[str
 
 
 def conversion(args: argparse.Namespace) -> list[str]:
-    from adapter.samples import trace_to_samples
+    from adapter.rollout.samples import trace_to_samples
     from conformance.traces import TraceSpec, Turn, build_trace
 
     turns = tuple(Turn([1000 + i for i in range(args.conv_tokens // 32)], [-0.5] * (args.conv_tokens // 32),
@@ -175,7 +175,7 @@ def conversion(args: argparse.Namespace) -> list[str]:
     args.goals.append(("trace → Sample ≥ 8 M tokens/s (8 × 32k-token traces)", f"{rate / 1e6:.1f} M tokens/s",
                        rate >= 8e6))
     return [f"8 traces × {tokens // 8:,} tokens (16 turns, half sampled): **{rate / 1e6:.1f} M tokens/s** "
-            f"(median of {args.conv_repeats}; `adapter.samples.trace_to_samples`, Verifiers' branch "
+            f"(median of {args.conv_repeats}; `adapter.rollout.samples.trace_to_samples`, Verifiers' branch "
             "assembly included).", ""]
 
 

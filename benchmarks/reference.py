@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 import orjson
 
-from adapter.bridge import create_app, handle_generate
-from adapter.settings import Settings
-from adapter.sglang import SGLangClient
+from adapter.bridge.handler import create_app, handle_generate
+from adapter.config.settings import Settings
+from adapter.engine.client import SGLangClient
 from benchmarks.common import PROMPT, goal_table, machine, ratio_ci, ready_process, report, served_bridge, vf_sglang
 from benchmarks.overhead import Path, paired
 

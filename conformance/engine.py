@@ -123,7 +123,7 @@ async def _asgi_handle(engine: ScriptedEngine, request: Any) -> Any:
 
 
 def asgi_app(engine: ScriptedEngine) -> Any:
-    """The scripted engine as an ASGI app, to serve on a real port (`adapter.serve.served`)."""
+    """The scripted engine as an ASGI app, to serve on a real port (`adapter.bridge.serve.served`)."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 

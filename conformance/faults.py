@@ -8,7 +8,7 @@ case against either door of the bridge — `served` (uvicorn on a loopback port,
 must succeed (a fault never poisons the bridge). The bridge runs with a 0.5 s deadline, no
 backoff and a 1 MiB engine body limit, so the whole matrix takes seconds.
 
-    pytest tests/test_faults.py        # every case × both doors, in the fast lane
+    pytest tests/conformance/test_faults.py        # every case × both doors, in the fast lane
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import orjson
 
-from adapter.bridge import create_app, handle_generate
-from adapter.serve import served
-from adapter.settings import Settings
-from adapter.sglang import RetryPolicy, SGLangClient, Timeouts
+from adapter.bridge.handler import create_app, handle_generate
+from adapter.bridge.serve import served
+from adapter.config.settings import Settings
+from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
 from conformance.hostile import (
     LOGPROBS,
     Behaviour,

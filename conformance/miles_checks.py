@@ -1,8 +1,10 @@
-"""What Miles (HEAD, design/MILES.md §3) checks on a rollout function's output, as functions.
+"""What Miles (at 31f1ca961: docs/contract.md §8.5) checks on a rollout function's output, as functions.
 
 `train_problems(output, args, sample_type)` walks a `RolloutFnTrainOutput` the way Miles'
 `postprocess_rollout_data` → `convert_samples_to_train_data` does and lists every breach:
 
+  * the batch flattens completely under Miles' own rule (`miles_flatten`: expand while the
+    first entry of a level is a list), i.e. every entry of every group has one depth;
   * each group entry is a `Sample` or a nested `list[Sample]` (one rollout); siblings of a
     nested list share one non-None `rollout_id`;
   * `rollout_id` values are ints that fit int64 (Miles packs them into an int64 array);
@@ -19,6 +21,7 @@ lists are aligned. Both return a list of messages; `assert_*` raise one Assertio
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from typing import Any
@@ -46,6 +49,27 @@ def _shape_problems(groups: Any, sample_type: type) -> list[str]:
                     problems.append(f"group {g} entry {position}: nested siblings must share one "
                                     f"non-None rollout_id, got {ids}")
     return problems
+
+
+def miles_flatten(groups: list[Any]) -> list[Any]:
+    """Miles' own flattening of a train batch: expand one level while the FIRST entry of the
+    current level is a list (it never looks at the others)."""
+    data = list(groups)
+    while data and isinstance(data[0], list):
+        data = list(itertools.chain.from_iterable(data))
+    return data
+
+
+def _depth_problems(groups: list[Any]) -> list[str]:
+    try:
+        flat = miles_flatten(groups)
+    except TypeError as exc:  # what Miles itself raises on a plain Sample inside a level it expands
+        return [f"Miles' flattening fails ({exc}): every entry of every group in a batch must have the same depth"]
+    left = [i for i, item in enumerate(flat) if isinstance(item, list)]
+    if not left:
+        return []
+    return [f"Miles' flattening stops one level early: {len(left)} nested entries survive it (first at flat "
+            f"position {left[0]}): every entry of every group in a batch must have the same depth"]
 
 
 def _flat(groups: list[Any]) -> list[Any]:
@@ -91,7 +115,7 @@ def _reward_problems(samples: list[Any], args: Any) -> list[str]:
 
 
 def train_problems(output: Any, args: Any, sample_type: type) -> list[str]:
-    problems = _shape_problems(output.samples, sample_type)
+    problems = _shape_problems(output.samples, sample_type) + _depth_problems(output.samples)
     if problems:
         return problems
     samples = _flat(output.samples)

@@ -1,7 +1,7 @@
 """respx at the adapter's engine seam.
 
 respx's default mocker patches httpcore, the pool under httpx's default transport. The adapter's
-engine calls go through `adapter.engine_transport.EngineTransport` (httpx's transport API on
+engine calls go through `adapter.engine.transport.EngineTransport` (httpx's transport API on
 aiohttp), so respx is taught that seam too: `ENGINE_MOCKER` is a respx mocker that patches
 `EngineTransport.handle_async_request`, the lowest layer the adapter owns. Everything above it
 — the cassette recorder, the per-attempt deadline, retries, body limits, the typed errors —
@@ -31,7 +31,7 @@ class EngineTransportMocker(AbstractRequestMocker):
     transport's response is, so layers above it (the recorder) read it as from the wire."""
 
     name = ENGINE_MOCKER
-    targets: ClassVar[list[str]] = ["adapter.engine_transport.EngineTransport"]
+    targets: ClassVar[list[str]] = ["adapter.engine.transport.EngineTransport"]
     target_methods: ClassVar[list[str]] = ["handle_async_request"]
 
     @classmethod

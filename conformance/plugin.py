@@ -7,7 +7,7 @@ Fixtures:
     `sglang_mock.script(Completion(...), Fault(status=503), ...)`, then assert on
     `sglang_mock.requests`.
   * `sglang_replay` — `sglang_replay(cassette_path)` serves a recorded cassette
-    (`adapter.recording`) through respx at the cassette's engine URL and returns the
+    (`adapter.engine.recording`) through respx at the cassette's engine URL and returns the
     `CassetteReplay`; strict: a request the cassette did not record fails the test, naming the
     nearest recorded request (`conformance.replay`).
   * `qwen3_tokenizer` — a directory with the real Qwen3 tokenizer files, installed once per

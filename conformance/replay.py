@@ -1,4 +1,4 @@
-"""Replay a cassette (`adapter.recording`) as the engine: strict, no engine running.
+"""Replay a cassette (`adapter.engine.recording`) as the engine: strict, no engine running.
 
 Consumes: a cassette JSONL file (a header line, then one exchange a line). Emits:
   * `Cassette` — the header and the exchanges, in recorded order;
@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from adapter.recording import adapter_reading
+from adapter.engine.recording import adapter_reading
 
 
 class UnexpectedRequestError(AssertionError):
@@ -107,9 +107,9 @@ async def replay_generate_calls(replay: CassetteReplay) -> list[str]:
     """Send every recorded `/generate` request through the adapter's `SGLangClient` (answered
     by `replay`, which must be mounted) and compare the adapter's reading of each answer with
     the reading recorded beside it. Returns the differences (empty: the cassette replays)."""
+    from adapter.engine.client import RetryPolicy, SGLangClient
     from adapter.errors import EngineError
-    from adapter.sglang import RetryPolicy, SGLangClient
-    from adapter.wire import SGLangRequest
+    from adapter.wire.translate import SGLangRequest
 
     client = SGLangClient(replay.cassette.engine_url, retry=RetryPolicy(max_attempts=1))
     problems = []

@@ -24,11 +24,11 @@ mistakes that broke before (issue 15):
     (H100/H200, CUDA >= 12.3), set explicitly so a different GPU fails loudly instead of silently
     changing kernels (use `flashinfer` on Ampere/Ada). Miles' own E2E flag
     `--attention-backend flash` is Megatron's, for the trainer, not SGLang's;
-  * once SGLang is up, `vf-sglang check` (adapter/check.py) runs the live conformance checks
+  * once SGLang is up, `vf-sglang check` (adapter/cli/check.py) runs the live conformance checks
     against it, and the rollouts are recorded as a cassette (`--record <run>/cassette`), a
     replayable artefact for the contract suite (fixtures/cassettes/).
 Proxies: the runner adds the loopback hosts to every step's NO_PROXY/no_proxy
-(adapter/proxies.py); engine and bridge calls never go through a proxy.
+(adapter/engine/proxies.py); engine and bridge calls never go through a proxy.
 CPU tier: the same shape against the reference engine and the bundled tasksets.
 """
 
@@ -177,7 +177,7 @@ def gpu_plan(options: PlanOptions | None = None) -> list[Step]:
                               str(options.max_context_len), "--attention-backend", options.sglang_attention_backend),
              kind="background", produces=(f"{run}/logs/start-sglang.log",), gpu=True),
         Step("wait-sglang", (f"{url}/health",), kind="wait_http", timeout_s=options.health_timeout_s, gpu=True),
-        # The live conformance checks (adapter/check.py) against the real server.
+        # The live conformance checks (adapter/cli/check.py) against the real server.
         Step("check-sglang", (py, "-m", "adapter.cli", "check", "--sglang-url", url, "--tokenizer", model_dir),
              env=importable,
              timeout_s=900, gpu=True),
@@ -209,7 +209,7 @@ def gpu_plan_notes(options: PlanOptions) -> list[str]:
         "deadlines: each step's timeout holds without output; on expiry its process group is killed and the "
         "step named",
         f"sglang: --attention-backend {options.sglang_attention_backend}; after start: vf-sglang check "
-        f"(adapter/check.py), rollouts recorded to {run}/cassette",
+        f"(adapter/cli/check.py), rollouts recorded to {run}/cassette",
     ]
 
 

@@ -9,7 +9,7 @@ Arguments are argv lists (no shell). Two placeholders are resolved at run time, 
 step uses them: `{uv_tool_bin}` (`uv tool dir --bin`) and `{tiny_model_dir}` (the cached
 tiny model of the CPU tier). Env values are literal: `$VARS` are never expanded; a step puts
 directories before PATH with `path_prepend`. Every step's environment gets the loopback hosts
-in NO_PROXY/no_proxy (adapter/proxies.py), and the runner's own health probes ignore proxy
+in NO_PROXY/no_proxy (adapter/engine/proxies.py), and the runner's own health probes ignore proxy
 variables. A foreground step's deadline holds whether or not it prints (e2e/process.py): on
 expiry its whole process group is killed and the failure names the step.
 """
@@ -31,7 +31,7 @@ from typing import TextIO
 
 import httpx
 
-from adapter.proxies import bypass_proxies_for_loopback
+from adapter.engine.proxies import bypass_proxies_for_loopback
 from e2e.interpreter import BaseInterpreterError
 from e2e.plan import REPO, PlanOptions, Step, base_interpreter, cpu_plan, gpu_plan, gpu_plan_notes
 from e2e.process import StepTimeout, run_with_deadline
@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         steps, notes = gpu_plan(options), gpu_plan_notes(options)
     else:
-        from adapter.generations import installed
+        from adapter.rollout.generations import installed
 
         steps = cpu_plan(str(run_dir), port=free_port(), envs_dir=str(installed().bundled_envs()))
     if args.dry_run:

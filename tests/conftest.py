@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from adapter.settings import Settings
+from adapter.config.settings import Settings
 
 # 2-core CI machines are slow and noisy: no per-example deadline, no "slow draw" health check
 # (the first draw pays for strategy setup); the example count stays hypothesis' default.
@@ -34,8 +34,8 @@ def fixture_tasksets_importable() -> None:
     """The bundled tasksets are imported by module name, also by tool-server subprocesses,
     so they go on PYTHONPATH (inherited) as well as sys.path; uv must be on PATH for the
     subprocess runtime (it is a test dependency, installed into the test environment)."""
-    from adapter.bundled import add_env_sources
-    from adapter.generations import installed
+    from adapter.rollout.bundled import add_env_sources
+    from adapter.rollout.generations import installed
 
     add_env_sources([installed().bundled_tasksets()])
     bin_dir = str(Path(sys.executable).parent)

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from adapter.errors import EpisodeError
+from adapter.wire.types import parse_engine_output
 from conformance.sglang_outputs import sglang_output
 from conformance.traces import TraceSpec, Turn, build_trace
 
@@ -84,7 +85,7 @@ class FakeBackend:
             for trace in traces:
                 output = sglang_output([5], [-0.1], prompt_tokens=10)
                 output["meta_info"].update(self.engine_meta)
-                self.app.state.bridge.stats.record(trace.id, output)
+                self.app.state.bridge.stats.record(trace.id, parse_engine_output(output).meta_info)
         return traces
 
     async def _refused_request(self) -> int:

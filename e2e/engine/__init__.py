@@ -6,7 +6,7 @@ SGLang.
     create_engine_app(model_dir, *, model_id="Qwen/Qwen3-0.6B")   the Starlette app
     TinyModelBuildError                                           the model cache is unusable
 
-Serve the app with `adapter.serve.served(app)` (loopback, ephemeral port). torch and
+Serve the app with `adapter.bridge.serve.served(app)` (loopback, ephemeral port). torch and
 transformers come from the `demo` dependency group; importing this package stays cheap: the
 two names load their modules (and torch) on first use.
 """

@@ -26,7 +26,7 @@ SGLang 0.5's native HTTP API that the adapter uses, with SGLang's shapes.
 A refused request answers HTTP 400 with SGLang's `{"error": {"message": ...}}`. Decoding runs
 in worker threads (`asyncio.to_thread`) behind one compute lock, so requests are served one
 at a time while the event loop stays free: `/health` and `/abort_request` answer during a
-generation. Serve it on loopback (`adapter.serve.served(app)` binds 127.0.0.1 by default).
+generation. Serve it on loopback (`adapter.bridge.serve.served(app)` binds 127.0.0.1 by default).
 """
 
 from __future__ import annotations

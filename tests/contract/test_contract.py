@@ -15,14 +15,14 @@ import pytest
 import renderers.client
 from renderers.base import load_tokenizer
 
+from adapter.bridge.serve import served
+from adapter.config.settings import Settings
+from adapter.engine.client import SGLangClient
 from adapter.errors import PromptTooLongError, UnsupportedRequestError
-from adapter.generations import installed
-from adapter.jobs import prepare_orchestrator
-from adapter.serve import served
-from adapter.settings import Settings
-from adapter.sglang import SGLangClient
-from adapter.versions import installed_decision
-from adapter.wire import overlong_error_class, to_renderers_response
+from adapter.rollout.generations import installed
+from adapter.rollout.job import prepare_orchestrator
+from adapter.rollout.versions import installed_decision
+from adapter.wire.translate import overlong_error_class, to_renderers_response
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy
 from conformance.sglang_outputs import sglang_output

@@ -15,14 +15,14 @@ import pytest
 pytest.importorskip("verifiers.v1.utils.loaders", reason="needs verifiers 0.3.x/0.4.0 (generation B)")
 
 from renderers.base import load_tokenizer
-from test_contract import env_config, run_groups
 
-from adapter.generations.b import GenerationB, TraceView, renderer_for, sampling_config
-from adapter.jobs import prepare_orchestrator
-from adapter.serve import served
-from adapter.settings import Settings
+from adapter.bridge.serve import served
+from adapter.config.settings import Settings
+from adapter.rollout.generations.b import GenerationB, TraceView, renderer_for, sampling_config
+from adapter.rollout.job import prepare_orchestrator
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy
+from tests.contract.test_contract import env_config, run_groups
 
 pytestmark = pytest.mark.contract
 

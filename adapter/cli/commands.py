@@ -1,0 +1,238 @@
+"""The job subcommands of `vf-sglang`: `demo` (the main job, on the embedded reference
+engine), `rollout` (the same pipeline against a real SGLang server) and `engine` (the
+reference engine alone). Registered on the parser by `adapter.cli.entry`.
+
+Flags are data: `JOB_FLAGS` says which `Settings` fields each job flag fills. `_settings`
+builds `Settings` from it and `flag_names` inverts it into the flag map that validation renders
+its messages with, so an error names what the user typed (`--groups`, `--n`), not the Miles
+flag behind it. Cheap input checks (`adapter.cli.arguments`: model dir, tokenizer, port) run before
+any slow work: before the tiny model is built and before an engine loads weights.
+
+`demo` is seeded by default (`--seed`, default `DEMO_SEED`): rollout i of task t samples with
+seed `seed + t × n + i`, which the reference engine feeds to a per-request `torch.Generator`;
+the engine decodes one request at a time (no batching), so what a rollout samples does not
+depend on what else is in flight, and the table lists groups by task. Two runs print the same
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapter.cli.arguments import check_model_dir, check_port_free, check_tokenizer_dir
+from adapter.cli.help_text import DEMO_HELP, ENGINE_HELP, ROLLOUT_HELP, add_command
+from adapter.cli.progress import GroupProgress, progress_wanted
+from adapter.cli.reference_engine import QWEN3, engine_app, tiny_model
+from adapter.cli.results import format_table, in_task_order, write_jsonl
+from adapter.config.settings import Settings
+from adapter.engine.recording import record_option, start_recording
+from adapter.rollout.bundled import BUNDLED_IDS, add_env_sources
+from adapter.rollout.generations import installed
+
+if TYPE_CHECKING:
+    from adapter.rollout.job import Job
+
+BUNDLED = BUNDLED_IDS
+DEMO_SEED = 0
+
+# job flag → the `Settings` fields it fills (the only place this mapping is written)
+JOB_FLAGS: dict[str, tuple[str, ...]] = {
+    "--groups": ("rollout_batch_size", "over_sampling_batch_size"),
+    "--n": ("n_samples_per_prompt",),
+    "--max-response-len": ("rollout_max_response_len",),
+    "--max-context-len": ("rollout_max_context_len",),
+    "--temperature": ("rollout_temperature",),
+    "--seed": ("rollout_seed",),
+}
+# what the command-specific flags fill
+ROLLOUT_FLAGS = {"--config": ("verifiers_config",), "--model": ("renderer_model_name",),
+                 "--tokenizer": ("hf_checkpoint",)}
+DEMO_FLAGS = {"--taskset": ("verifiers_config",), "--model-dir": ("hf_checkpoint",)}
+
+
+def flag_names(*tables: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """`Settings` field → the flag that fills it (the inverse of the tables)."""
+    return {field: flag for table in tables for flag, fields in table.items() for field in fields}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")  # argparse's own rule
+
+
+def _settings(args: argparse.Namespace, **fields: Any) -> Settings:
+    values = {field: getattr(args, _dest(flag)) for flag, names in JOB_FLAGS.items() for field in names}
+    if values["rollout_seed"] is None:
+        del values["rollout_seed"]
+    return Settings(**values, sglang_enable_deterministic_inference=args.seed is not None,
+                    rollout_global_dataset=False, **fields)
+
+
+def _report(args: argparse.Namespace, groups: list[list[Any]], seconds: float) -> None:
+    groups = in_task_order(groups)
+    print(format_table(groups))
+    count = write_jsonl(Path(args.out), groups)
+    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s; samples written to {Path(args.out).resolve()}")
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(line, flush=True)
+
+
+async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None,
+               flags: Mapping[str, str]) -> list[list[Any]]:
+    from adapter.rollout.hooks import RolloutHooks
+    from adapter.rollout.job import run_rollouts
+
+    with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
+        result = await run_rollouts(settings, engine_url=url, tokenizer_path=tokenizer, flags=flags,
+                                    hooks=RolloutHooks(on_group=progress))
+    return result.groups
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    start_recording(args)
+    flags = flag_names(JOB_FLAGS, ROLLOUT_FLAGS)
+    flag, source = ("--tokenizer", args.tokenizer) if args.tokenizer else ("--model", args.model)
+    if Path(source).expanduser().is_dir():  # a hub id is resolved (bounded) by preflight instead
+        check_tokenizer_dir(Path(source).expanduser(), flag=flag)
+    add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
+    settings = _settings(args, verifiers_config=args.config, renderer_model_name=args.model,
+                         hf_checkpoint=args.tokenizer or args.model)
+    started = time.monotonic()
+    groups = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer, flags))
+    _report(args, groups, time.monotonic() - started)
+    return 0
+
+
+async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path) -> list[list[Any]]:
+    from adapter.rollout.hooks import RolloutHooks
+    from adapter.rollout.job import prepare_orchestrator, run_prepared
+
+    served_at: list[str] = []
+    progress = GroupProgress(args.groups, enabled=progress_wanted(args.quiet))
+    # Everything that needs no engine first (the taskset's own rules, e.g. group rewards with
+    # --n 1), so a refused combination never waits for the model to load.
+    orchestrator = prepare_orchestrator(job, engine_url=lambda: served_at[0], tokenizer_path=str(model_dir),
+                                        hooks=RolloutHooks(on_group=progress))
+    from adapter.bridge.serve import served
+
+    async with served(engine_app(model_dir)) as url:  # torch: only once the job is known to be runnable
+        served_at.append(url)
+        _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
+        with progress:
+            result = await run_prepared(orchestrator, url)
+    return result.groups
+
+
+def _quiet_libraries() -> None:
+    """transformers' own bars (loading, saving weights) off, as ours are."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers lacks the annotation
+
+
+def _demo(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    flags = flag_names(JOB_FLAGS, DEMO_FLAGS)
+    model_dir = check_model_dir(args.model_dir, flag="--model-dir") if args.model_dir else None
+    settings = _settings(args, verifiers_config=str(installed().bundled_config(args.taskset)),
+                         renderer_model_name=QWEN3)
+    from adapter.rollout.job import prepare_job
+
+    job = prepare_job(settings, flags=flags)  # options and the config file before the model is built
+    if not progress_wanted(args.quiet):
+        _quiet_libraries()
+    if model_dir is None:
+        model_dir = tiny_model(progress=progress_wanted(args.quiet))
+    _say(args, f"tiny Qwen3-shaped model: {model_dir}")
+    add_env_sources([installed().bundled_tasksets()])
+    start_recording(args)
+    groups = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir))
+    _report(args, groups, time.monotonic() - started)
+    return 0
+
+
+async def _engine_async(args: argparse.Namespace, model_dir: Path) -> None:
+    from adapter.bridge.serve import served
+    from adapter.engine.probe import check_engine
+
+    async with served(engine_app(model_dir), host=args.host, port=args.port) as url:
+        await check_engine(url)
+        print(f"reference engine ready at {url} (model {model_dir})", flush=True)
+        await asyncio.Event().wait()
+
+
+def _engine(args: argparse.Namespace) -> int:
+    model_dir = check_model_dir(args.model_dir, flag="--model-dir") if args.model_dir else None
+    check_port_free(args.host, args.port)
+    if model_dir is None:
+        model_dir = tiny_model(progress=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_engine_async(args, model_dir))
+    return 0
+
+
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    return parse
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0.0:
+        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or more, got {text}")
+    return value
+
+
+def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: str, seed: int | None) -> None:
+    parser.add_argument("--groups", type=_at_least(1), default=groups, help=f"task groups to keep (default {groups})")
+    parser.add_argument("--n", type=_at_least(1), default=n, help=f"rollouts per task (default {n})")
+    parser.add_argument("--out", default=out, help=f"JSONL file for the samples (default {out})")
+    parser.add_argument("--max-response-len", type=_at_least(1), default=64, help="tokens per turn (default 64)")
+    parser.add_argument("--max-context-len", type=_at_least(1), default=2048, help="context length (default 2048)")
+    parser.add_argument("--temperature", type=_temperature, default=0.8, help="sampling temperature (default 0.8)")
+    parser.add_argument("--seed", type=int, default=seed,
+                        help=f"seed base: rollout i of task t samples with seed + t×n + i (default {seed}"
+                        + (", unseeded)" if seed is None else ")"))
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
+    record_option(parser)
+
+
+def add_job_commands(commands: Any) -> None:
+    demo = add_command(commands, "demo", DEMO_HELP)
+    demo.add_argument("--taskset", choices=BUNDLED, default="arith-v1", help="bundled taskset (default arith-v1)")
+    demo.add_argument("--model-dir", default=None, help="serve this model dir instead of the cached tiny model")
+    _job_options(demo, groups=3, n=4, out="runs/demo-samples.jsonl", seed=DEMO_SEED)
+    demo.set_defaults(run=_demo)
+
+    rollout = add_command(commands, "rollout", ROLLOUT_HELP)
+    rollout.add_argument("--sglang-url", required=True, help="the SGLang server or router")
+    rollout.add_argument("--config", required=True, help="Verifiers V1 EnvConfig TOML")
+    rollout.add_argument("--model", required=True, help="the served model's id (picks the renderer), e.g. " + QWEN3)
+    rollout.add_argument("--tokenizer", default=None, help="local tokenizer/checkpoint dir (default: --model)")
+    rollout.add_argument("--env-source-dir", action="append", default=[], help="taskset modules dir (repeatable)")
+    _job_options(rollout, groups=2, n=4, out="runs/rollout-samples.jsonl", seed=None)
+    rollout.set_defaults(run=_rollout)
+
+    engine = add_command(commands, "engine", ENGINE_HELP)
+    engine.add_argument("--host", default="127.0.0.1", help="address (default: loopback only)")
+    engine.add_argument("--port", type=int, default=0, help="port (default: a free port)")
+    engine.add_argument("--model-dir", default=None, help="model dir (default: the cached tiny model)")
+    engine.set_defaults(run=_engine)

@@ -1,0 +1,7 @@
+"""Talking to SGLang: every byte the adapter sends an engine goes through here.
+
+Owns: the SGLang HTTP client with its timeouts, retries and attempt budget (`client`), its httpx
+transport on aiohttp (`transport`), cassette recording (`recording`), the server/model probes
+(`probe`), and the loopback proxy bypass (`proxies`).
+May import: `adapter.errors`, `adapter.config`, `adapter.wire`.
+"""

@@ -1,0 +1,179 @@
+"""Cassettes: every SGLang exchange of a run, recorded as JSONL, for replay without an engine.
+
+Consumes: the HTTP transport the `SGLangClient` builds (wrapped through its `wrap_transport`
+hook) and, once per engine address, that engine's `/model_info` and `/server_info` (or their
+older names, `adapter.engine.probe.MODEL_INFO_PATHS`).
+Emits one file per run, `DIR/<UTC time>-<pid>.jsonl`:
+
+    {"kind": "header", "format": 1, "recorded_at", "command", "engine_url",
+     "sglang_version": server_info.version | null, "model": model_info.model_path | null,
+     "model_info": {...} | null, "server_info": {...} | null}
+    {"kind": "exchange", "started_at", "elapsed_s",
+     "request": {"method", "path", "headers": {x-* headers}, "body": JSON | text | null},
+     "response": {"status", "body": JSON | text | null},
+     "adapter": {"token_ids", "logprobs", "finish_reason"} | {"error": <adapter error type>}}
+
+`adapter` is the adapter's own reading of a `/generate` answer (`wire.to_renderers_response`)
+at record time; replaying (`conformance.replay`) reads the recorded response again and must
+get the same reading, so a changed reading or an edited response fails. Only `x-*` request
+headers are kept (the routing key); nothing else of the environment is written.
+
+`install(recorder)` makes every `SGLangClient` built afterwards in this process record (the
+CLI's `--record DIR`); `SGLangClient(wrap_transport=recorder.wrap)` does it for one client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, first_served
+from adapter.errors import VfSglangError
+
+FORMAT = 1
+_ACTIVE: list[CassetteRecorder] = []
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def decode_body(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError):  # not JSON, or nested past the stack: kept as text
+        return content.decode("utf-8", errors="replace")
+
+
+def adapter_reading(path: str, status: int, body: Any) -> dict[str, Any] | None:
+    """What the adapter makes of one `/generate` answer (None for other paths and errors)."""
+    from adapter.wire.translate import to_renderers_response
+
+    if path != "/generate" or status >= 400:
+        return None
+    try:
+        choice = to_renderers_response(body)["choices"][0]
+    except VfSglangError as exc:
+        return {"error": type(exc).__name__}
+    return {"token_ids": choice["token_ids"], "finish_reason": choice["finish_reason"],
+            "logprobs": [item["logprob"] for item in choice["logprobs"]["content"]]}
+
+
+class CassetteRecorder:
+    """Writes one cassette; `wrap` is the `SGLangClient(wrap_transport=...)` hook."""
+
+    def __init__(self, directory: str | Path, *, command: str | None = None) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+        self.path = self.directory / f"{stamp}-{os.getpid()}.jsonl"
+        self.command = command if command is not None else " ".join(["vf-sglang", *sys.argv[1:]])
+        self._headers_written: set[str] = set()
+        self._lock = asyncio.Lock()
+
+    def wrap(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+        return RecordingTransport(transport, self)
+
+    def _write(self, line: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+    async def _info(self, inner: httpx.AsyncBaseTransport, origin: str, paths: tuple[str, ...]) -> Any:
+        async def fetch(path: str) -> tuple[int, bytes]:
+            response = await inner.handle_async_request(httpx.Request("GET", origin + path))
+            return response.status_code, await response.aread()
+
+        try:
+            _, (status, content) = await first_served(paths, fetch, lambda answer: answer[0] == 404)
+        except httpx.HTTPError:
+            return None
+        body = decode_body(content)
+        return body if status == 200 and isinstance(body, dict) else None
+
+    async def header_once(self, inner: httpx.AsyncBaseTransport, origin: str) -> None:
+        async with self._lock:
+            if origin in self._headers_written:
+                return
+            self._headers_written.add(origin)
+            model_info = await self._info(inner, origin, MODEL_INFO_PATHS)
+            server_info = await self._info(inner, origin, SERVER_INFO_PATHS)
+            self._write({
+                "kind": "header", "format": FORMAT, "recorded_at": _now(), "command": self.command,
+                "engine_url": origin, "sglang_version": (server_info or {}).get("version"),
+                "model": (model_info or {}).get("model_path"), "model_info": model_info, "server_info": server_info,
+            })  # fmt: skip
+
+    def exchange(self, request: httpx.Request, status: int, content: bytes, started: str, elapsed: float) -> None:
+        path = request.url.path
+        body = decode_body(content)
+        self._write({
+            "kind": "exchange", "started_at": started, "elapsed_s": round(elapsed, 6),
+            "request": {"method": request.method, "path": path, "body": decode_body(request.content),
+                        "headers": {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("x-")}},
+            "response": {"status": status, "body": body},
+            "adapter": adapter_reading(path, status, body),
+        })  # fmt: skip
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """Passes every request to `inner` and records it; the body is read once and handed on."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, recorder: CassetteRecorder) -> None:
+        self.inner = inner
+        self.recorder = recorder
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        origin = f"{request.url.scheme}://{request.url.netloc.decode()}"
+        await self.recorder.header_once(self.inner, origin)
+        started, clock = _now(), time.perf_counter()
+        response = await self.inner.handle_async_request(request)
+        raw = b"".join([chunk async for chunk in response.aiter_raw()])
+        await response.aclose()
+        replayed = httpx.Response(response.status_code, headers=response.headers, content=raw,
+                                  extensions=response.extensions)
+        decoded = httpx.Response(response.status_code, headers=response.headers, content=raw)
+        self.recorder.exchange(request, response.status_code, decoded.content, started, time.perf_counter() - clock)
+        return replayed
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def install(recorder: CassetteRecorder | None) -> None:
+    """Make every `SGLangClient` built from now on record into `recorder` (None: stop)."""
+    _ACTIVE.clear()
+    if recorder is not None:
+        _ACTIVE.append(recorder)
+
+
+def active_wrap() -> Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None:
+    return _ACTIVE[0].wrap if _ACTIVE else None
+
+
+def record_option(parser: Any) -> None:
+    """`--record DIR` for a subcommand."""
+    parser.add_argument(
+        "--record", metavar="DIR", default=None,
+        help="write every SGLang exchange as a cassette (JSONL) under DIR, to replay without an engine")
+
+
+def start_recording(args: Any) -> CassetteRecorder | None:
+    """Install a recorder when the command was given `--record DIR`; returns it."""
+    directory = getattr(args, "record", None)
+    if not directory:
+        return None
+    recorder = CassetteRecorder(directory)
+    install(recorder)
+    print(f"recording SGLang exchanges to {recorder.path}", file=sys.stderr)
+    return recorder

@@ -1,0 +1,83 @@
+"""The Miles binding: the rollout-function class ABI and the legacy function ABI.
+
+    --rollout-function-path adapter.miles.VerifiersRolloutFn     (default)
+    --rollout-function-path adapter.miles.generate_rollout       (MILES_USE_LEGACY_ROLLOUT_V1=1)
+
+Both run the same `Orchestrator`; `adapter.miles.launcher` picks one from a single merged
+environment that the Ray workers also receive. Everything is checked when the function is
+built, before any episode: versions, trainer options, the EnvConfig, the taskset.
+The EnvConfig comes from `--verifiers-config` or `VERIFIERS_CONFIG`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from adapter.config.settings import Settings
+from adapter.engine.client import router_url
+from adapter.miles.abi import abi_types
+from adapter.rollout.hooks import miles_hooks
+from adapter.rollout.job import prepare_orchestrator
+from adapter.rollout.orchestrator import Orchestrator
+
+
+def build_orchestrator(args: Any, data_source: Any = None) -> Orchestrator:
+    """Everything the rollout function needs, checked before any episode runs. The router
+    address is read from `args` at call time (Miles fills it in after building us)."""
+    settings = Settings.from_args(args)
+    hooks = miles_hooks(args, settings, data_source=data_source)
+    return prepare_orchestrator(settings, engine_url=lambda: router_url(args), hooks=hooks)
+
+
+def _eval_engine(rollout_input: Any) -> Any:
+    """A snapshot eval's own router (`generate_state.args`), read at call time; else None."""
+    state_args = getattr(getattr(rollout_input, "generate_state", None), "args", None)
+    return None if state_args is None else (lambda: router_url(state_args))
+
+
+class VerifiersRolloutFn:
+    """Miles' class ABI: constructed once with `RolloutFnConstructorInput(args, data_source)`,
+    then awaited with a train input (rollout_id) or an eval input."""
+
+    def __init__(self, constructor_input: Any) -> None:
+        self.constructor_input = constructor_input
+        self.args = constructor_input.args
+        self.orchestrator = build_orchestrator(self.args, constructor_input.data_source)
+
+    @classmethod
+    def add_arguments(cls, parser: Any) -> None:
+        """Miles calls this with its argument parser when it loads the class."""
+        parser.add_argument("--verifiers-config", default=None,
+                            help="Verifiers V1 EnvConfig TOML (or set VERIFIERS_CONFIG)")
+        parser.add_argument("--renderer-model-name", default=None,
+                            help="registered model id whose renderer formats prompts (default: from --hf-checkpoint)")
+
+    async def __call__(self, rollout_input: Any) -> Any:
+        _, _, _, train_output, eval_output = abi_types()
+        if rollout_input.evaluation:
+            result = await self.orchestrator.evaluate(engine_url=_eval_engine(rollout_input))
+            return eval_output(data=result.data, metrics=result.metrics)
+        train = await self.orchestrator.train(rollout_input.rollout_id,
+                                              weight_version=getattr(rollout_input, "weight_version", None))
+        return train_output(samples=train.groups, metrics=train.metrics)
+
+    def save(self, *args: Any) -> None:
+        """Nothing to save: the task cursor restarts from `rollout_id × batch` on resume."""
+
+    def load(self, *args: Any) -> None:
+        """Nothing to load (see `save`)."""
+
+
+_LEGACY: dict[tuple[int, int], VerifiersRolloutFn] = {}
+
+
+def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+    """Miles' legacy function ABI. Miles calls it from a worker thread (no running loop); one
+    `VerifiersRolloutFn` per (args, data_source) keeps the task cursor between calls."""
+    constructor, train_input, eval_input, _, _ = abi_types()
+    key = (id(args), id(data_source))
+    if key not in _LEGACY:
+        _LEGACY[key] = VerifiersRolloutFn(constructor(args=args, data_source=data_source))
+    rollout_input = eval_input(rollout_id=rollout_id) if evaluation else train_input(rollout_id=rollout_id)
+    return asyncio.run(_LEGACY[key](rollout_input))

@@ -1,0 +1,116 @@
+"""One typed seam per Verifiers API generation, chosen once by the version gate.
+
+    A  verifiers 0.2.x          adapter.rollout.generations.a.GenerationA
+    B  verifiers 0.3.x, 0.4.0   adapter.rollout.generations.b.GenerationB
+
+`GenerationSpec` holds what is known without importing Verifiers: the config shape, the
+bundled fixtures and where the episode runner lives. `EpisodeBackend` is the Protocol every
+runner implements (tasks, group rewards, serving, the client, a group of n rollouts, the
+sampling config). `installed()` picks the spec from `adapter.rollout.versions.require_supported()`.
+Everything outside this package is generation-neutral: it never compares generation names.
+Import a runner module only through `GenerationSpec.load`: each imports its Verifiers release.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from adapter.errors import EnvConfigError
+from adapter.rollout import bundled
+from adapter.rollout.versions import Generation, require_supported
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from adapter.config.env_config import EnvConfigFile
+    from adapter.config.settings import Settings
+
+
+class EpisodeClient(Protocol):
+    """What `make_client` returns: a TrainClient (A) or a served-bridge handle (B)."""
+
+    async def close(self) -> None: ...
+
+
+class EpisodeBackend(Protocol):
+    """A generation's episode runner over one loaded environment."""
+
+    @property
+    def tasks(self) -> Sequence[Any]: ...
+
+    @property
+    def has_group_reward(self) -> bool: ...
+
+    def serving(self) -> AbstractAsyncContextManager[Any]: ...
+
+    def make_client(self, app: Any, *, tokenizer_path: str | None = None,
+                    renderer_model_name: str | None = None, pool_size: int = 1) -> Any: ...
+
+    def sampling_config(self, settings: Settings, seed: int | None = None) -> Any: ...
+
+    async def run_group(self, task_index: int, *, n: int, client: Any, model: str, settings: Settings,
+                        seed_base: int | None, semaphore: asyncio.Semaphore) -> list[Any]:
+        """The n traces of one task; raises `EpisodeError` for a failed episode (data)."""
+        ...
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    name: Generation
+    releases: str  # the verifiers releases of this generation, for messages
+    role_table: str  # the top-level table that marks this generation's config shape
+    shape: str  # that shape, in words
+    bundle: str  # the root under adapter/rollout/bundled
+    runner: str  # "module:Class" of the EpisodeBackend
+
+    def load(self, config_data: Mapping[str, Any]) -> EpisodeBackend:
+        module, _, cls = self.runner.partition(":")
+        backend: EpisodeBackend = getattr(importlib.import_module(module), cls)(config_data)
+        return backend
+
+    def bundled_tasksets(self) -> Path:
+        return bundled.root(self.bundle) / "tasksets"
+
+    def bundled_envs(self) -> Path:
+        return bundled.root(self.bundle) / "envs"
+
+    def bundled_config(self, taskset: str) -> Path:
+        return bundled.config_path(self.bundle, taskset)
+
+    def check_config(self, config: EnvConfigFile) -> None:
+        """Refuse a config written in another generation's shape, naming both shapes."""
+        written_for = shape_of(config.data)
+        if written_for is not None and written_for is not self:
+            raise EnvConfigError(
+                f"{config.path} is written for {written_for.releases} ({written_for.shape}), but the installed "
+                f"verifiers is API generation {self.name}: rewrite it for {self.releases} ({self.shape}), or "
+                "install the matching verifiers")
+
+
+SPECS: dict[Generation, GenerationSpec] = {
+    "A": GenerationSpec("A", "verifiers 0.2.x", "harness", "a top-level [harness] table", "a",
+                        "adapter.rollout.generations.a:GenerationA"),
+    "B": GenerationSpec("B", "verifiers 0.3.x/0.4.0", "agent",
+                        "roles under [agent]: [agent.harness], [agent.runtime]", "b",
+                        "adapter.rollout.generations.b:GenerationB"),
+}
+# Shape detection order: roles under [agent] win (a B config may not have a top-level harness).
+_SHAPE_ORDER: tuple[Generation, ...] = ("B", "A")
+
+
+def shape_of(data: Mapping[str, Any]) -> GenerationSpec | None:
+    """The generation a config's shape is written for, or None when the shape does not tell."""
+    for name in _SHAPE_ORDER:
+        if isinstance(data.get(SPECS[name].role_table), Mapping):
+            return SPECS[name]
+    return None
+
+
+def installed() -> GenerationSpec:
+    """The installed generation's spec, or `UnsupportedVersionError` with the reason and fix."""
+    return SPECS[require_supported()]

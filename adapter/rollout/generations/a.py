@@ -1,0 +1,270 @@
+"""Generation A (verifiers 0.2.x): the TrainClient wired to the bridge in-process.
+
+`BridgeTrainClient` is Verifiers' own `TrainClient` (Renderers does the rendering, prompt-id
+bridging across turns and response parsing) with three adapter duties:
+  * the renderer pool loads the tokenizer from a local path (a trainer checkpoint) but gives it
+    the registered renderer identity (`adapter.rollout.identity`), so a local Qwen3 checkpoint gets the
+    Qwen3 renderer with tool and reasoning parsing, not the template fallback;
+  * requests the adapter cannot serve (streaming relay, auxiliary dialect routes, non-chat
+    dialects, tools with a renderer that cannot parse them) fail with `AdapterRequestError`,
+    a 400 `ProviderError` naming the setting to change (Verifiers does not retry a 400); the
+    typed `UnsupportedRequestError` behind it is recorded on the bridge (`BridgeState.refusal`),
+    where the orchestrator finds it and stops the run, exactly as for the bridge's own refusals;
+  * the bridge's own `configuration_error` 400s come back as that same type.
+`make_train_client(app)` calls the bridge's typed handler directly: no HTTP client, no port.
+`GenerationA` runs episodes: the environment from the EnvConfig, its tasks, groups of n.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from openai import APIStatusError, AsyncOpenAI
+from renderers.base import RendererPool, create_renderer, load_tokenizer
+from verifiers.v1.clients.train import TrainClient
+from verifiers.v1.dialects import ChatDialect, Dialect
+from verifiers.v1.errors import ProviderError
+
+from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
+from adapter.config.settings import Settings
+from adapter.errors import EpisodeError, UnsupportedRequestError
+from adapter.rollout.caches import with_harness_cache
+from adapter.rollout.identity import renderer_identity
+
+# The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
+# bridge gets its own host name: Renderers caches `/v1/models`' max_model_len per base URL for
+# the whole process, and a train and an eval bridge may advertise different context lengths.
+IN_PROCESS_HOST = "vf-sglang-bridge-{}"
+
+
+class AdapterRequestError(ProviderError):  # type: ignore[misc]  # Verifiers is untyped (no py.typed)
+    """A request this adapter cannot serve: a configuration problem, HTTP 400, never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status_code=400)
+
+
+def _configuration_error_message(exc: BaseException) -> str | None:
+    """The bridge's message when `exc` came from a `configuration_error` 400, else None."""
+    cause = exc.__cause__
+    if not isinstance(cause, APIStatusError) or cause.status_code != 400:
+        return None
+    body = cause.body
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    if isinstance(error, Mapping) and error.get("type") == CONFIGURATION_ERROR:
+        return str(error.get("message", ""))
+    return None
+
+
+class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is untyped (no py.typed)
+    """Verifiers' TrainClient with a local tokenizer, a registered renderer identity and
+    typed refusals (see the module docstring)."""
+
+    _pool: Any  # the base class's lazily built renderer pool
+
+    def __init__(
+        self,
+        openai: AsyncOpenAI,
+        *,
+        tokenizer_path: str | None = None,
+        renderer_model_name: str | None = None,
+        pool_size: int = 1,
+    ) -> None:
+        super().__init__(openai, pool_size=pool_size, renderer_model_name=renderer_model_name)
+        self.tokenizer_path = tokenizer_path
+        self.bridge: BridgeState | None = None  # where refusals are recorded (set by GenerationA)
+
+    def _refuse(self, message: str) -> AdapterRequestError:
+        """Record the typed refusal on the bridge and return the 400 Verifiers understands."""
+        if self.bridge is not None:
+            self.bridge.refusal = UnsupportedRequestError(message)
+        return AdapterRequestError(message)
+
+    def renderer_name(self, model: str) -> str:
+        """The name Renderers resolves its renderer by: explicit, else the registered identity
+        of the tokenizer path, else the model id."""
+        if self.renderer_model_name:
+            return str(self.renderer_model_name)
+        if self.tokenizer_path:
+            return renderer_identity(self.tokenizer_path) or model
+        return model
+
+    def _renderer_pool(self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None) -> Any:
+        if self._pool is None:
+            source = self.tokenizer_path or self.renderer_name(model)
+            kwargs = json.dumps(dict(chat_template_kwargs or {}), sort_keys=True)
+            self._pool = _shared_pool(source, self.renderer_name(model), kwargs, self.pool_size)
+        return self._pool
+
+    async def get_response(self, dialect: Dialect, body: dict[str, Any], model: str, sampling_args: Any,
+                           session_id: str | None = None, turn: Any = None, headers: Any = None) -> Any:
+        if not isinstance(dialect, ChatDialect):
+            raise self._refuse(
+                f"the {type(dialect).__name__} dialect cannot be rendered to tokens: the TrainClient "
+                "serves chat-completions only; use a harness that speaks chat completions"
+            )
+        if body.get("tools"):
+            pool = self._renderer_pool(model, chat_template_kwargs=_template_kwargs(sampling_args))
+            if not pool.supports_tools:
+                raise self._refuse(
+                    f"the task sends tools but the renderer for {self.renderer_name(model)!r} cannot "
+                    "parse tool calls: use a model with a registered renderer (set "
+                    "renderer_model_name / --hf-checkpoint to a registered id) or a tool-less taskset"
+                )
+        try:
+            return await super().get_response(
+                dialect, body, model, sampling_args, session_id=session_id, turn=turn, headers=headers
+            )
+        except ProviderError as exc:
+            message = _configuration_error_message(exc)
+            if message is not None:
+                raise AdapterRequestError(message) from exc
+            raise
+
+    async def relay(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._refuse(
+            "streaming responses cannot be relayed: the TrainClient generates token ids and returns "
+            "whole turns; configure the harness with stream=false"
+        )
+
+    async def relay_aux(self, dialect: Dialect, route: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise self._refuse(
+            f"auxiliary route {route!r} of the {type(dialect).__name__} dialect is not served by "
+            "the adapter: use a harness that only makes chat-completions calls"
+        )
+
+
+@functools.cache
+def _shared_pool(source: str, identity: str, template_kwargs: str, size: int) -> RendererPool:
+    """One renderer pool per (tokenizer, identity, template kwargs, size) per process: loading
+    a tokenizer costs seconds, and a train and an eval client can share the same renderers
+    (the pool serialises access to each one)."""
+
+    def factory() -> Any:
+        tokenizer = load_tokenizer(source)
+        tokenizer.name_or_path = identity
+        return create_renderer(tokenizer, chat_template_kwargs=json.loads(template_kwargs) or None)
+
+    return RendererPool(factory, size=size)
+
+
+def _template_kwargs(sampling_args: Any) -> Mapping[str, Any] | None:
+    extra = getattr(sampling_args, "extra_body", None) or {}
+    return extra.get("chat_template_kwargs")
+
+
+def make_train_client(
+    app: Any,
+    *,
+    tokenizer_path: str | None = None,
+    renderer_model_name: str | None = None,
+    pool_size: int = 1,
+) -> BridgeTrainClient:
+    """A TrainClient calling the bridge `app`'s typed handler directly (`adapter.bridge.direct`): no
+    HTTP client, no port. Nothing here retries: the bridge's per-turn attempt budget does."""
+    from adapter.bridge.direct import DirectBridgeClient
+
+    direct = DirectBridgeClient(app.state.bridge, base_url=f"http://{IN_PROCESS_HOST.format(uuid.uuid4().hex[:12])}/v1")
+    return BridgeTrainClient(
+        direct,  # type: ignore[arg-type]  # the slice of AsyncOpenAI that TrainClient and Renderers use
+        tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name, pool_size=pool_size,
+    )
+
+
+# --- episodes ---------------------------------------------------------------------------------
+
+def sampling_config(settings: Settings) -> Any:
+    """Verifiers' SamplingConfig from the trainer's rollout options (keys SGLang knows pass
+    through the bridge; `seed` becomes `sampling_seed` there)."""
+    import verifiers.v1 as vf
+
+    extra: dict[str, Any] = {}
+    if settings.apply_chat_template_kwargs:
+        extra["chat_template_kwargs"] = dict(settings.apply_chat_template_kwargs)
+    values: dict[str, Any] = {
+        "temperature": settings.rollout_temperature,
+        "top_p": settings.rollout_top_p,
+        "max_tokens": settings.rollout_max_response_len,
+        "top_k": settings.rollout_top_k,
+        "min_tokens": settings.rollout_min_new_tokens,
+        "extra_body": extra or None,
+    }
+    return vf.SamplingConfig(**{k: v for k, v in values.items() if v is not None})
+
+
+def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the config whose harness, when it pins UV_EXCLUDE_NEWER without its own
+    UV_CACHE_DIR, gets a per-user cache for that pin (`adapter.rollout.caches`): uv reuses a script
+    environment without re-resolving, so a pinned harness must not share the default cache."""
+    data = dict(config_data)
+    harness = data.get("harness")
+    if isinstance(harness, Mapping) and isinstance(harness.get("env"), Mapping):
+        data["harness"] = {**harness, "env": with_harness_cache(harness["env"])}
+    return data
+
+
+class GenerationA:
+    """The generation-A episode runner: one `vf.Environment` from the EnvConfig, its tasks,
+    and groups of n rollouts run inside `env.serving()` (group rewards applied by Verifiers)."""
+
+    generation = "A"
+
+    def __init__(self, config_data: Mapping[str, Any]) -> None:
+        import verifiers.v1 as vf
+        from verifiers.v1.decorators import discover_decorated
+
+        self.env = vf.Environment(vf.EnvConfig.model_validate(with_pinned_harness_cache(config_data)))
+        self.tasks = list(self.env.taskset.load())
+        self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
+
+    @staticmethod
+    def sampling_config(settings: Settings, seed: int | None = None) -> Any:
+        config = sampling_config(settings)
+        return config if seed is None else config.model_copy(update={"seed": seed})
+
+    def serving(self) -> Any:
+        """The env-level serving resources (interception pool, shared tool servers)."""
+        return self.env.serving()
+
+    @staticmethod
+    def make_client(
+        app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
+        pool_size: int = 1,
+    ) -> BridgeTrainClient:
+        """Generation A builds the TrainClient itself: the bridge in-process."""
+        client = make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name,
+                                   pool_size=pool_size)
+        client.bridge = app.state.bridge
+        return client
+
+    async def run_group(
+        self,
+        task_index: int,
+        *,
+        n: int,
+        client: BridgeTrainClient,
+        model: str,
+        settings: Settings,
+        seed_base: int | None,
+        semaphore: Any,
+    ) -> list[Any]:
+        """Run the n rollouts of one task; with `seed_base`, rollout i samples with seed
+        `seed_base + i` (deterministic inference)."""
+        import verifiers.v1 as vf
+
+        sampling = sampling_config(settings)
+        ctx = vf.ModelContext(model=model, client=client, sampling=sampling)
+        episode = self.env.episode(self.tasks[task_index], ctx, n)
+        if seed_base is not None:
+            for offset, rollout in enumerate(episode.rollouts):
+                seeded = sampling.model_copy(update={"seed": seed_base + offset})
+                rollout.ctx = vf.ModelContext(model=model, client=client, sampling=seeded)
+        try:
+            traces: list[Any] = await episode.run(semaphore=semaphore)
+            return traces
+        except vf.errors.RolloutError as exc:  # Verifiers' own "a rollout failed" family: data
+            raise EpisodeError(f"episode failed: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,207 @@
+"""Generation B (verifiers 0.3.x, 0.4.0): episodes through the *served* bridge.
+
+Differences from generation A that this shim absorbs, so everything else stays
+generation-neutral:
+  * the TrainClient is built inside Verifiers from `TrainClientConfig(base_url=...)`, so the
+    bridge is served on a loopback port for the rollout function's lifetime (`serving()`);
+    `make_client` returns a `BridgeEndpoint` handle, not a client;
+  * a local tokenizer keeps its registered renderer identity through a typed renderer config
+    (`RendererConfig(name=<renderer of the identity>)`), no hub needed;
+  * a group is the n slots of one task (`env.slots`/`run_slot`), each with its own seeded
+    context; an env that defines its own cross-rollout `finalize` over in-episode siblings
+    (an `n` field in its config) runs as one episode of n traces — its siblings share one
+    sampling seed (one context per episode). The trainer's n decides the group size: an env
+    per distinct n is loaded and served once (nothing shared is mutated per group);
+  * an episode that failed (`episode.errors`, or a Verifiers rollout error raised) is an
+    `EpisodeError`: its group is dropped; anything else a shim raises is a bug and propagates;
+  * traces are read through `TraceView`: `Reward{score, weight}` → weighted values (the
+    components stay in metadata), `last_error` → `error`, trainable branches only. An
+    overlong first prompt ends `ok` with 0 branches in 0.4.0: it is dropped as an empty
+    trace, never counted as a success with reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.bridge.serve import served
+from adapter.config.settings import Settings
+from adapter.errors import ConfigurationError, EpisodeError
+from adapter.rollout.identity import renderer_identity
+
+API_KEY_VAR = "VF_SGLANG_API_KEY"  # unset: Verifiers sends "EMPTY", which the bridge ignores
+
+
+class TraceView:
+    """A generation-B trace, read with the attribute names `adapter.rollout.samples` uses."""
+
+    def __init__(self, trace: Any) -> None:
+        self._trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._trace, name)
+
+    @property
+    def error(self) -> Any:
+        return self._trace.last_error
+
+    @property
+    def rewards(self) -> dict[str, float]:
+        return {name: 0.0 if r is None else float(r.value) for name, r in self._trace.rewards.items()}
+
+    @property
+    def reward(self) -> float:
+        return sum(self.rewards.values())
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return {name: 0.0 if v is None else float(v) for name, v in self._trace.metrics.items()}
+
+    @property
+    def branches(self) -> list[Any]:
+        return [b for b in self._trace.branches if getattr(b, "trainable", True)]
+
+
+@dataclass
+class BridgeEndpoint:
+    """The bridge app with the renderer identity Verifiers must use; its URL once served."""
+
+    app: Any
+    renderer_model_name: str | None
+    renderer: Any = None
+    url: str | None = None
+    pool_size: int = 1  # renderer slots (TrainClientConfig.pool_size where the release has it)
+
+    def config(self) -> Any:
+        import verifiers.v1 as vf
+
+        if self.url is None:
+            raise ConfigurationError("the bridge is not served yet: episodes run inside serving()")
+        pool = {"pool_size": self.pool_size} if "pool_size" in vf.TrainClientConfig.model_fields else {}
+        return vf.TrainClientConfig(base_url=f"{self.url}/v1", api_key_var=API_KEY_VAR,
+                                    renderer_model_name=self.renderer_model_name, renderer=self.renderer, **pool)
+
+    async def close(self) -> None:
+        self.url = None
+
+
+def renderer_for(tokenizer_path: str | None, renderer_model_name: str | None) -> tuple[str | None, Any]:
+    """(name the pool loads the tokenizer by, typed renderer config or None)."""
+    if not tokenizer_path:
+        return renderer_model_name, None
+    from pydantic import TypeAdapter
+    from renderers import RendererConfig
+    from renderers.base import MODEL_RENDERER_MAP
+
+    identity = renderer_model_name or renderer_identity(tokenizer_path)
+    name = MODEL_RENDERER_MAP.get(identity or "")
+    if name is None:
+        return tokenizer_path, None  # unregistered: Renderers' template fallback (no tool parsing)
+    return tokenizer_path, TypeAdapter(RendererConfig).validate_python({"name": name})
+
+
+def sampling_config(settings: Settings, seed: int | None) -> Any:
+    """B's SamplingConfig: typed temperature/top_p/max_tokens, other SGLang keys flat."""
+    import verifiers.v1 as vf
+
+    values: dict[str, Any] = {
+        "temperature": settings.rollout_temperature, "top_p": settings.rollout_top_p,
+        "max_tokens": settings.rollout_max_response_len, "top_k": settings.rollout_top_k,
+        "min_tokens": settings.rollout_min_new_tokens, "seed": seed,
+    }
+    if settings.apply_chat_template_kwargs:
+        values["chat_template_kwargs"] = dict(settings.apply_chat_template_kwargs)
+    return vf.SamplingConfig(**{k: v for k, v in values.items() if v is not None})
+
+
+class GenerationB:
+    """The generation-B episode runner (see the module docstring)."""
+
+    generation = "B"
+
+    def __init__(self, config_data: Mapping[str, Any]) -> None:
+        import verifiers.v1 as vf
+
+        self._config_data = dict(config_data)
+        self.env = _load_env(self._config_data)
+        self.tasks = list(self.env.taskset)
+        self.in_episode_n = getattr(self.env.config, "n", None)
+        overrides_finalize = type(self.env).finalize is not vf.Env.finalize
+        self.has_group_reward = overrides_finalize and self.in_episode_n is not None
+        self._endpoint: BridgeEndpoint | None = None
+        self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), served
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._lock = asyncio.Lock()
+
+    def make_client(self, app: Any, *, tokenizer_path: str | None = None,
+                    renderer_model_name: str | None = None, pool_size: int = 1) -> BridgeEndpoint:
+        name, renderer = renderer_for(tokenizer_path, renderer_model_name)
+        self._endpoint = BridgeEndpoint(app, name, renderer, pool_size=pool_size)
+        return self._endpoint
+
+    @staticmethod
+    def sampling_config(settings: Settings, seed: int | None = None) -> Any:
+        return sampling_config(settings, seed)
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        if self._endpoint is None:
+            raise ConfigurationError("make_client(app) must come before serving()")
+        async with served(self._endpoint.app) as url, contextlib.AsyncExitStack() as stack:
+            self._endpoint.url = url
+            await stack.enter_async_context(self.env.serving())
+            self._stack, self._sized = stack, {}
+            try:
+                yield
+            finally:
+                self._stack, self._sized = None, {}
+
+    async def _sized_env(self, n: int) -> tuple[Any, list[Any]]:
+        """The env whose in-episode group size is n (the TOML's own when it matches)."""
+        if n == self.in_episode_n:
+            return self.env, self.tasks
+        async with self._lock:
+            if n not in self._sized:
+                if self._stack is None:
+                    raise ConfigurationError("episodes run inside serving()")
+                env = _load_env({**self._config_data, "n": n})
+                await self._stack.enter_async_context(env.serving())
+                self._sized[n] = (env, list(env.taskset))
+        return self._sized[n]
+
+    async def run_group(self, task_index: int, *, n: int, client: BridgeEndpoint, model: str,
+                        settings: Settings, seed_base: int | None, semaphore: Any) -> list[TraceView]:
+        import verifiers.v1 as vf
+        from verifiers.v1.errors import RolloutError
+
+        config = client.config()
+
+        def context(offset: int) -> Any:
+            seed = None if seed_base is None else seed_base + offset
+            return vf.ModelContext(model=model, client=config, sampling=sampling_config(settings, seed))
+
+        try:
+            if self.has_group_reward:
+                env, tasks = await self._sized_env(n)
+                slot = env.slots(tasks[task_index], 1)[0]
+                episodes = [await env.run_slot(slot, context(0), semaphore=semaphore)]
+            else:
+                slots = self.env.slots(self.tasks[task_index], n)
+                episodes = await asyncio.gather(*(self.env.run_slot(slot, context(i), semaphore=semaphore)
+                                                  for i, slot in enumerate(slots)))
+        except RolloutError as exc:  # Verifiers' own "a rollout failed" family: data, not a bug
+            raise EpisodeError(f"episode failed: {type(exc).__name__}: {exc}") from exc
+        failed = [error for episode in episodes for error in episode.errors]
+        if failed:
+            raise EpisodeError(f"episode failed: {failed[0].type}: {failed[0].message}")
+        return [TraceView(trace) for episode in episodes for trace in episode.traces]
+
+
+def _load_env(config_data: Mapping[str, Any]) -> Any:
+    from verifiers.v1.utils.loaders import load_environment, resolve_env_config
+
+    return load_environment(resolve_env_config(dict(config_data)))

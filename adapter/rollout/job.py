@@ -1,0 +1,156 @@
+"""The composition root: one job = versions → options → EnvConfig → tokenizer → environment →
+orchestrator, every check before the first episode.
+
+    prepare_job           options, versions and the EnvConfig, checked once into a `Job`
+    prepare_orchestrator  shared by the Miles binding (`adapter.miles.binding`) and the CLI, so both
+                          refuse the same things with the same messages
+    run_rollouts          the CLI's `rollout`/`demo` job: the engine checked first (reachable,
+                          SGLang, vocabulary), then one train batch
+
+Where code lives: `adapter/cli/entry.py` parses arguments and maps errors to exit codes;
+`adapter/cli/commands.py` turns parsed arguments into `Settings` and calls a job here; jobs call
+the generation seam (`adapter.rollout.generations`), preflight (`adapter.engine.probe`), the bundled
+fixtures (`adapter.rollout.bundled`) and present results with `adapter.cli.results`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.config.env_config import EnvConfigFile, load_env_config
+from adapter.config.rules import EnvFacts, validate
+from adapter.config.settings import Settings
+from adapter.engine.client import RetryPolicy, SGLangClient
+from adapter.engine.probe import check_engine, check_vocab, resolve_tokenizer
+from adapter.errors import ConfigurationError
+from adapter.rollout.generations import GenerationSpec, installed
+from adapter.rollout.hooks import RolloutHooks
+from adapter.rollout.identity import renderer_identity
+from adapter.rollout.orchestrator import Orchestrator, TrainOutput
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job whose options and EnvConfig passed every check that needs no engine and no
+    tokenizer: made once by `prepare_job`, then handed on (never validated again)."""
+
+    settings: Settings
+    config: EnvConfigFile
+    generation: GenerationSpec
+    flags: Mapping[str, str] | None = None
+
+    def with_checkpoint(self, checkpoint: str) -> Job:
+        """The same job on a checkpoint decided after the checks (the demo's tiny model)."""
+        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, hf_checkpoint=checkpoint))
+
+
+def prepare_job(settings: Settings, *, flags: Mapping[str, str] | None = None) -> Job:
+    """Versions, trainer options and the EnvConfig, checked once. `flags` names the options in
+    errors (`adapter.config.rules.FlagNames`; default: Miles' flags)."""
+    generation = installed()
+    validate(settings, flags=flags)
+    config = load_env_config(settings.verifiers_config)
+    generation.check_config(config)
+    return Job(settings, config, generation, flags)
+
+
+def prepare_orchestrator(
+    job: Job | Settings,
+    *,
+    engine_url: str | Callable[[], str],
+    hooks: RolloutHooks | None = None,
+    tokenizer_path: str | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> Orchestrator:
+    """The tokenizer and the taskset, checked before any episode runs (a `Settings` is first
+    prepared into a `Job`); then the orchestrator for the installed Verifiers generation."""
+    job = job if isinstance(job, Job) else prepare_job(job, flags=flags)
+    settings = job.settings
+    source = (tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
+              or settings.renderer_model_name)
+    if not source:
+        raise ConfigurationError("--hf-checkpoint (or --model) must name the policy: its tokenizer renders prompts")
+    model = settings.renderer_model_name or renderer_model_for(source)
+    local_tokenizer = resolve_tokenizer(source)
+    backend = job.generation.load(job.config.data)
+    facts = EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward)
+    validate(settings, facts, flags=job.flags)  # only the rules that need the loaded environment are new here
+    return Orchestrator(
+        settings=settings,
+        backend=backend,
+        engine_url=engine_url,
+        model=model,
+        env_id=job.config.env_id,
+        tokenizer_path=local_tokenizer,
+        hooks=hooks or RolloutHooks(),
+        use_miles_router=settings.use_miles_router,
+    )
+
+
+def renderer_model_for(checkpoint: str) -> str:
+    """The registered model id whose renderer formats prompts for `checkpoint`, decided now
+    (an ambiguous path fails here, before any episode); unregistered checkpoints keep their
+    own name and get Renderers' template fallback, which cannot parse tool calls."""
+    identity = renderer_identity(checkpoint)
+    if identity is None:
+        logger.warning("no registered renderer matches %r: Renderers falls back to the chat template "
+                       "(no tool or reasoning parsing); pass --renderer-model-name to pick one", checkpoint)
+        return checkpoint
+    return identity
+
+
+async def run_rollouts(
+    job: Job | Settings,
+    *,
+    engine_url: str,
+    tokenizer_path: str | None = None,
+    flags: Mapping[str, str] | None = None,
+    hooks: RolloutHooks | None = None,
+) -> TrainOutput:
+    """The cheap checks first (options and the config file), then the engine, then one batch."""
+    job = job if isinstance(job, Job) else prepare_job(job, flags=flags)
+    info = await check_engine(engine_url)
+    orchestrator = prepare_orchestrator(job, engine_url=engine_url, tokenizer_path=tokenizer_path, hooks=hooks)
+    return await _checked_train(orchestrator, engine_url, info)
+
+
+async def run_prepared(orchestrator: Orchestrator, engine_url: str) -> TrainOutput:
+    """The engine half of a job whose orchestrator was prepared before its engine existed (the
+    demo starts its own engine only once every check that needs none has passed)."""
+    return await _checked_train(orchestrator, engine_url, await check_engine(engine_url))
+
+
+async def _checked_train(orchestrator: Orchestrator, engine_url: str, info: Mapping[str, Any]) -> TrainOutput:
+    _check_vocab(info, orchestrator)
+    await _learn_seeding(orchestrator, engine_url)
+    return await orchestrator.train(rollout_id=0)
+
+
+async def _learn_seeding(orchestrator: Orchestrator, engine_url: str) -> None:
+    """A deterministic server (its `/server_info`) gets a distinct seed per rollout, announced."""
+    if orchestrator.settings.sglang_enable_deterministic_inference:
+        return
+    engine = SGLangClient(engine_url, retry=RetryPolicy(max_attempts=1))
+    try:
+        info = await engine.server_info()
+    finally:
+        await engine.aclose()
+    if (info or {}).get("enable_deterministic_inference"):
+        orchestrator.server_deterministic = True
+        logger.warning(
+            "the SGLang server runs with --enable-deterministic-inference: unseeded, every rollout of a group "
+            "would sample the same tokens, so rollout i of task t is seeded %d + t × n + i (set the base with "
+            "--seed)", orchestrator.settings.rollout_seed)
+
+
+def _check_vocab(info: Mapping[str, Any], orchestrator: Orchestrator) -> None:
+    if "vocab_size" in info and orchestrator.tokenizer_path:
+        from renderers.base import load_tokenizer
+
+        check_vocab(info, len(load_tokenizer(orchestrator.tokenizer_path)), tokenizer=orchestrator.tokenizer_path)

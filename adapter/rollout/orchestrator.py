@@ -1,0 +1,310 @@
+"""Trainer-neutral orchestration: train batches of kept groups, and eval over the taskset.
+
+Consumes `Settings`, an episode backend (a generation shim: `tasks`, `has_group_reward`,
+`serving()`, `run_group(...)`, `make_client(app, ...)`) and an engine address. Emits
+`TrainOutput(groups, metrics)` — exactly `rollout_batch_size` groups; a group entry is a
+`Sample`, or a nested `list[Sample]` for a multi-branch trace (adapter.rollout.samples) — or
+`EvalOutput(data, metrics)` keyed by env id with aligned `rewards`/`truncated`/`samples`,
+`rewards` numeric or None (Miles averages them).
+
+Every rollout (trace) gets an int `rollout_id` from one counter per orchestrator, so ids are
+unique across train and eval calls of a run. In-flight episodes are bounded by
+`Settings.max_in_flight` (Miles' bound); the renderer pool by `renderer_pool_size`.
+
+Train (docs/contract.md §6): launch `over_sampling_batch_size` task groups at a time until enough
+groups are kept; the task cursor starts at `rollout_id × rollout_batch_size` on the first call
+(resume) and continues from there; dropped groups are counted by reason and replaced. A
+refusal stops the run as soon as a group finishes: the bridge records the typed
+`ConfigurationError` it answered (`BridgeState.refusal`) and this loop re-raises that object,
+on every generation alike. Only `EpisodeError` (raised by the shims) drops a group; any other
+exception is a bug and propagates at once. Too many drops in a row stop the run
+(`RolloutStalledError`, naming the last message of each drop reason). On exit, pending
+episodes are cancelled and the engine gets `abort_all`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapter.bridge.handler import BridgeState, create_app
+from adapter.bridge.stats import SessionStats
+from adapter.config.settings import Settings
+from adapter.engine.client import SGLangClient
+from adapter.engine.proxies import bypass_proxies_for_loopback
+from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
+from adapter.rollout.generations import EpisodeBackend
+from adapter.rollout.hooks import RolloutHooks, score
+from adapter.rollout.metrics import CallStats
+from adapter.rollout.samples import (
+    GroupOutcome,
+    assemble_group,
+    eval_reward_value,
+    trace_to_eval_entry,
+    uniform_depth,
+)
+
+logger = logging.getLogger(__name__)
+
+# Renderer slots beyond the CPU cores add tokenizer copies (memory, start-up time), not speed.
+RENDERER_POOL_CAP = 16
+
+
+def renderer_pool_size(max_in_flight: int) -> int:
+    """Renderer slots for `max_in_flight` concurrent requests: one each, up to the CPU cores
+    (tokenizers release the GIL, so slots run in parallel) and `RENDERER_POOL_CAP`."""
+    return max(1, min(max_in_flight, os.cpu_count() or 1, RENDERER_POOL_CAP))
+
+
+# The drop reason of a group the dynamic filter rejected (its own reason is the detail).
+FILTERED = "dynamic_filter"
+
+
+class RolloutStalledError(VfSglangError):
+    """Every recent group was dropped: the run cannot make progress (drop counts attached)."""
+
+
+@dataclass
+class TrainOutput:
+    groups: list[list[Any]]
+    metrics: dict[str, float]
+
+
+@dataclass
+class EvalOutput:
+    data: dict[str, dict[str, list[Any]]]
+    metrics: dict[str, float]
+
+
+@dataclass
+class _Counters:
+    group_index: int = 0
+    sample_index: int = 0
+
+
+@dataclass
+class Orchestrator:
+    settings: Settings
+    backend: EpisodeBackend
+    engine_url: str | Callable[[], str]
+    model: str
+    env_id: str
+    tokenizer_path: str | None = None
+    hooks: RolloutHooks = field(default_factory=RolloutHooks)
+    use_miles_router: bool = False
+    # The server samples deterministically (`/server_info`, read by the CLI jobs; under Miles its
+    # --sglang-enable-deterministic-inference is the server's own flag, so Settings says it).
+    server_deterministic: bool = False
+    _cursor: int | None = None
+    _order: list[int] = field(default_factory=list)
+    _train: _Counters = field(default_factory=_Counters)
+    _eval: _Counters = field(default_factory=_Counters)
+    _rollout_ids: int = 0  # the next rollout_id: one counter for train and eval
+    _bridge: BridgeState | None = None
+
+    def _raise_refusal(self) -> None:
+        """Re-raise the typed refusal the bridge answered, if any: resampling cannot help."""
+        refusal = self._bridge.refusal if self._bridge is not None else None
+        if refusal is not None:
+            raise refusal
+
+    def __post_init__(self) -> None:
+        self._order = list(range(len(self.backend.tasks)))
+        if self.settings.rollout_shuffle:
+            random.Random(self.settings.rollout_seed).shuffle(self._order)
+
+    @contextlib.asynccontextmanager
+    async def _session(
+        self, settings: Settings, engine_url: str | Callable[[], str] | None = None
+    ) -> AsyncIterator[tuple[Any, SGLangClient, SessionStats]]:
+        bypass_proxies_for_loopback()  # the served bridge and the harness' calls stay direct
+        engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router,
+                              max_in_flight=settings.max_in_flight)
+        app = create_app(settings, engine, model=self.model)
+        self._bridge = app.state.bridge
+        client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
+                                          renderer_model_name=settings.renderer_model_name,
+                                          pool_size=renderer_pool_size(settings.max_in_flight))
+        try:
+            async with self.backend.serving():
+                yield client, engine, app.state.bridge.stats
+        finally:
+            await client.close()
+            await engine.aclose()
+
+    def _next_task(self, rollout_id: int) -> int:
+        if self._cursor is None:
+            self._cursor = rollout_id * (self.settings.rollout_batch_size or 1)
+        index = self._order[self._cursor % len(self._order)]
+        self._cursor += 1
+        return index
+
+    def _seed_base(self, task_index: int, n: int) -> int | None:
+        """Rollout i of task t samples with seed `rollout_seed + t × n + i` (Miles' rule) when
+        seeds are asked for, or when the server is deterministic: a deterministic SGLang server
+        given no `sampling_seed` samples every request alike, so n rollouts would be identical."""
+        if not (self.settings.sglang_enable_deterministic_inference or self.server_deterministic):
+            return None
+        return self.settings.rollout_seed + task_index * n
+
+    async def _run(self, task_index: int, client: Any, settings: Settings, semaphore: asyncio.Semaphore) -> list[Any]:
+        n = settings.n_samples_per_prompt
+        return await self.backend.run_group(
+            task_index, n=n, client=client, model=self.model, settings=settings,
+            seed_base=self._seed_base(task_index, n), semaphore=semaphore)
+
+    def _take_rollout_ids(self, count: int) -> int:
+        first = self._rollout_ids
+        self._rollout_ids += count
+        return first
+
+    async def _judge(self, traces: list[Any], call: CallStats) -> GroupOutcome:
+        """Traces of one task → a kept group or a drop (reason), hooks applied."""
+        call.see(traces)
+        n = self.settings.n_samples_per_prompt
+        outcome = assemble_group(traces, n=n, group_index=self._train.group_index,
+                                 first_index=self._train.sample_index, first_rollout_id=self._rollout_ids,
+                                 reward_key=self.settings.reward_key, stats=call.engine.get)
+        if not outcome.kept:
+            return outcome
+        problem = await score(self.hooks.reward, outcome.samples)
+        if problem is not None:
+            return GroupOutcome([], "reward_hook_count", problem)
+        self._take_rollout_ids(len(outcome.samples))
+        self._train.group_index += 1
+        self._train.sample_index += len(outcome.flat)
+        call.converted.append(outcome.samples)
+        if self.hooks.keep is not None:
+            keep, reason = self.hooks.keep(outcome.samples)
+            if not keep:
+                return GroupOutcome(outcome.samples, FILTERED, reason or "")
+        return outcome
+
+    async def train(self, rollout_id: int, *, weight_version: int | None = None) -> TrainOutput:
+        """`rollout_batch_size` kept groups. `weight_version` (Miles' train input) is only
+        logged: each sample records the engine's own versions per turn (`weight_versions`)."""
+        logger.debug("rollout %d: engine weight version %s", rollout_id, weight_version)
+        target = self.settings.rollout_batch_size
+        if not target or target < 1:
+            raise ConfigurationError("--rollout-batch-size must be set to at least 1 for training")
+        batch = max(self.settings.over_sampling_batch_size or target, 1)
+        stall_limit = max(32, 4 * target)
+        kept: list[list[Any]] = []
+        drops: Counter[str] = Counter()
+        last_detail: dict[str, str] = {}  # drop reason → its most recent underlying message
+        filtered: Counter[str] = Counter()
+        semaphore = asyncio.Semaphore(self.settings.max_in_flight)
+        async with self._session(self.settings) as (client, engine, session_stats):
+            call = CallStats(engine=session_stats)
+            pending: set[asyncio.Task[list[Any]]] = set()
+            consecutive_drops = 0
+            try:
+                while len(kept) < target:
+                    if len(kept) + len(pending) < target:  # not enough in flight: launch a batch
+                        for _ in range(batch):
+                            coro = self._run(self._next_task(rollout_id), client, self.settings, semaphore)
+                            pending.add(asyncio.create_task(coro))
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    self._raise_refusal()
+                    stop: BaseException | None = None
+                    for task in done:
+                        try:
+                            outcome = await self._outcome(task, call)
+                        except Exception as exc:  # keep retrieving the others, then stop
+                            stop = stop or exc
+                            continue
+                        if outcome.kept and len(kept) < target:
+                            kept.append(outcome.samples)
+                            if self.hooks.on_group is not None:
+                                self.hooks.on_group(outcome.samples)
+                            consecutive_drops = 0
+                        elif outcome.drop_reason == FILTERED:
+                            filtered[outcome.detail] += 1
+                            consecutive_drops += 1
+                        elif not outcome.kept:
+                            reason = outcome.drop_reason or "unknown"
+                            drops[reason] += 1
+                            last_detail[reason] = outcome.detail
+                            consecutive_drops += 1
+                    if stop is not None:
+                        raise stop
+                    if consecutive_drops >= stall_limit:
+                        raise RolloutStalledError(_stall_message(consecutive_drops, drops, last_detail))
+            finally:
+                await _cancel(pending, engine)
+        if self.hooks.sample_filter is not None:
+            self.hooks.sample_filter(kept)
+        if self.hooks.all_samples is not None:
+            self.hooks.all_samples(call.converted)
+        metrics = {**call.metrics(), **{f"rollout/drop/{reason}": float(c) for reason, c in drops.items()},
+                   **{f"rollout/dynamic_filter/drop_{reason}": float(c) for reason, c in filtered.items() if reason}}
+        return TrainOutput(groups=uniform_depth(kept), metrics=metrics)
+
+    async def _outcome(self, task: asyncio.Task[list[Any]], call: CallStats) -> GroupOutcome:
+        try:
+            traces = task.result()
+        except EpisodeError as exc:  # a failed episode is data (a dropped group); anything else is a bug
+            return GroupOutcome([], exc.reason, str(exc))
+        return await self._judge(traces, call)
+
+    async def evaluate(self, *, engine_url: str | Callable[[], str] | None = None) -> EvalOutput:
+        """The whole taskset, n per eval prompt, `eval_*` overrides; lists aligned per trace.
+        `rewards` hold the number the eval reward key (else the reward key) picks, else the
+        scalar; None for an errored trace without it. `engine_url` overrides the engine (a
+        snapshot eval's own router)."""
+        settings = self.settings.for_eval()
+        semaphore = asyncio.Semaphore(settings.max_in_flight)
+        async with self._session(settings, engine_url) as (client, engine, session_stats):
+            tasks = {asyncio.create_task(self._run(i, client, settings, semaphore)): i
+                     for i in range(len(self.backend.tasks))}
+            try:
+                groups = await asyncio.gather(*tasks)
+            except EpisodeError:
+                self._raise_refusal()
+                raise
+            finally:
+                await _cancel({t for t in tasks if not t.done()}, engine)
+        self._raise_refusal()
+        call = CallStats(engine=session_stats)
+        pairs: list[tuple[Any, Any]] = []
+        for traces in groups:
+            call.see(traces)
+            for trace in traces:
+                entry = trace_to_eval_entry(trace, reward_key=settings.reward_key, group_index=self._eval.group_index,
+                                            index=self._eval.sample_index, rollout_id=self._take_rollout_ids(1),
+                                            stats=session_stats.get(trace.id))
+                self._eval.sample_index += 1
+                pairs.append((trace, entry))
+            self._eval.group_index += 1
+        samples = [entry for _, entry in pairs]
+        problem = await score(self.hooks.reward, samples)
+        if problem is not None:
+            raise ConfigurationError(f"eval: {problem}")
+        rewards = [eval_reward_value(s.reward, key=settings.reward_key, trace=t) for t, s in pairs]
+        truncated = [bool(t.is_truncated) for t, _ in pairs]
+        data: dict[str, dict[str, list[Any]]] = {
+            self.env_id: {"rewards": rewards, "truncated": truncated, "samples": samples}}
+        return EvalOutput(data=data, metrics={f"eval/{k}": v for k, v in call.metrics().items()})
+
+
+def _stall_message(count: int, drops: Counter[str], last_detail: dict[str, str]) -> str:
+    causes = "; ".join(f"{reason} ×{drops[reason]}: last: {last_detail.get(reason) or '(no detail)'}"
+                       for reason in sorted(drops))
+    return f"{count} groups in a row were dropped ({causes})"
+
+
+async def _cancel(pending: set[asyncio.Task[Any]], engine: SGLangClient) -> None:
+    """Cancel episodes still running and tell the engine to drop their requests."""
+    if not pending:
+        return
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    await engine.abort_all()

@@ -1,0 +1,209 @@
+"""Typed models of the two wire edges, validated strictly (pydantic-core, no Python loop per token).
+
+    GenerateBody      the Renderers generate body (`POST /inference/v1/generate`), produced by
+                      `renderers.client.generate`, consumed by `adapter.wire.translate.to_sglang_request`
+    EngineOutput      one SGLang `/generate` output, produced by SGLang's tokenizer manager,
+                      consumed by `adapter.wire.translate.to_renderers_response`
+
+Strict means: ints are ints (not `true`, `1.5`, `"10"` or `1e30`), floats are finite, lists are
+lists (a string is not a list of characters), objects are objects. Keys this adapter does not
+read pass through (Renderers and SGLang add fields over time), but every key it reads or
+forwards with a meaning is typed here. A failure is `UnsupportedRequestError` for the client's
+body (a 400 `configuration_error`) and `WireFormatError` for the engine's output (a 502
+`engine_error`), each naming the field (`sampling_params.max_tokens: ...`).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
+
+from adapter.errors import UnsupportedRequestError, WireFormatError
+
+MAX_TOKEN_ID = 2**31 - 1
+
+
+def _token_range(ids: list[int]) -> list[int]:
+    # One C-level pass each (a per-element constraint costs ~4x more in pydantic-core).
+    if ids and (min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
+        bad = next(i for i, value in enumerate(ids) if not 0 <= value <= MAX_TOKEN_ID)
+        raise ValueError(f"token id at index {bad} is {ids[bad]}: ids are in [0, {MAX_TOKEN_ID}]")
+    return ids
+
+
+# Token ids: strict ints in [0, 2**31) (vocabularies are far smaller; the bound refuses 1e30).
+TokenIds = Annotated[list[int], AfterValidator(_token_range)]
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Positive = Annotated[int, Field(ge=1, le=2**31 - 1)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Seed = Annotated[int, Field(ge=-(2**63), le=2**64 - 1)]
+
+_STRICT = ConfigDict(strict=True, extra="allow", frozen=True)
+
+
+class SamplingParams(BaseModel):
+    """Renderers' `sampling_params`: Verifiers' SamplingConfig plus what Renderers sets
+    (`logprobs=1`, `skip_special_tokens`, `stop_token_ids`). Other keys pass through to SGLang."""
+
+    model_config = _STRICT
+
+    max_tokens: Positive | None = None  # renamed max_new_tokens; None: the trainer's budget
+    min_tokens: Count | None = None  # renamed min_new_tokens
+    max_new_tokens: Positive | None = None  # SGLang's own names, when a caller sends them
+    min_new_tokens: Count | None = None
+    seed: Seed | None = None  # renamed sampling_seed
+    sampling_seed: Seed | None = None
+    temperature: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    top_k: int | None = None
+    min_p: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    repetition_penalty: Finite | None = None
+    frequency_penalty: Finite | None = None
+    presence_penalty: Finite | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: TokenIds | None = None
+    logprobs: int | bool | None = None  # Renderers sets 1; replaced by return_logprob
+    skip_special_tokens: bool | None = None
+    ignore_eos: bool | None = None
+    n: Positive | None = None
+
+
+class GenerateBody(BaseModel):
+    """The Renderers generate body."""
+
+    model_config = _STRICT
+
+    model: str | None = None  # the model id episodes use (not forwarded: SGLang serves one)
+    token_ids: Annotated[TokenIds, Field(min_length=1)]  # the whole prompt of this turn
+    sampling_params: SamplingParams = SamplingParams()
+    features: Any = None  # multimodal inputs: refused when present
+    cache_salt: str | None = None  # becomes SGLang's extra_key (prefix-cache isolation)
+    priority: int | None = None  # SGLang's scheduling priority
+
+
+class WeightSpan(BaseModel):
+    """One span of SGLang 0.5.23's `meta_info.weight_versions`: tokens [start, end) were sampled
+    under weights `version` (an update during a long answer splits it into several spans)."""
+
+    model_config = _STRICT
+
+    version: str | int
+    start: Count | None = None
+    end: Count | None = None
+
+
+class MetaInfo(BaseModel):
+    """SGLang's `meta_info`. `output_token_logprobs` items are `[logprob, token_id, text|None]`;
+    their values are checked by `adapter.wire.translate.sampled_tokens`, which names the item."""
+
+    model_config = _STRICT
+
+    id: str | int | None = None  # SGLang's request id; None: the bridge makes one
+    finish_reason: Any = None  # {"type": stop|length|abort, ...} or a bare string; see wire
+    completion_tokens: Count | None = None  # must equal the number of sampled tokens
+    output_token_logprobs: list[list[Any]] | None = None  # None: return_logprob was not set
+    # Read by adapter.bridge.stats into Miles' Sample fields (prefix-cache rate, spec decoding,
+    # weight versions), under the names SGLang 0.5.16 and 0.5.23 send:
+    prompt_tokens: Count | None = None
+    cached_tokens: Count | None = None
+    weight_version: str | int | None = None  # the weights of the whole answer (the last span's, 0.5.23)
+    weight_versions: list[WeightSpan] | None = None  # 0.5.23: per-token spans; None before it
+    spec_num_correct_drafts: Count | None = None  # speculative counters: only with a draft model
+    spec_num_proposed_drafts: Count | None = None
+    spec_verify_ct: Count | None = None
+
+
+class EngineOutput(BaseModel):
+    """One SGLang `/generate` output (not a batch)."""
+
+    model_config = _STRICT
+
+    output_ids: TokenIds | None = None  # must equal the ids in output_token_logprobs
+    meta_info: MetaInfo
+
+
+def _where(error: ErrorDetails) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "body"
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    value = repr(error.get("input"))
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    return f"{_where(error)}: {error['msg']} (got {shown})"
+
+
+def parse_generate_body(body: Any) -> GenerateBody:
+    if isinstance(body, GenerateBody):
+        return body
+    if not isinstance(body, dict):
+        raise UnsupportedRequestError(f"the generate body must be a JSON object, got {type(body).__name__}")
+    try:
+        return GenerateBody.model_validate(body)
+    except ValidationError as exc:
+        raise UnsupportedRequestError(f"bad generate request: {_first_error(exc)}") from exc
+
+
+def parse_engine_output(output: Any) -> EngineOutput:
+    if isinstance(output, EngineOutput):
+        return output
+    if isinstance(output, list):
+        raise WireFormatError(f"expected one /generate output, got a batch of {len(output)}")
+    if not isinstance(output, dict) or not isinstance(output.get("meta_info"), dict):
+        raise WireFormatError("engine output must be an object with a meta_info object")
+    try:
+        return EngineOutput.model_validate(output)
+    except ValidationError as exc:
+        raise WireFormatError(f"malformed engine output: {_first_error(exc)}") from exc
+
+
+TOKEN_IDS: TypeAdapter[list[int]] = TypeAdapter(TokenIds, config=ConfigDict(strict=True))
+LOGPROBS: TypeAdapter[list[float]] = TypeAdapter(list[Finite], config=ConfigDict(strict=True))
+
+
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
+
+
+def logprob_items(items: list[list[Any]]) -> tuple[list[int], list[float]]:
+    """SGLang's `[logprob, token_id, ...]` items → (ids, logprobs), each column split out by a
+    C-level `map(itemgetter)` and validated strictly by pydantic-core; errors name the item."""
+    try:
+        raw_logprobs = list(map(_FIRST, items))
+        raw_ids = list(map(_SECOND, items))
+    except IndexError:
+        raise _bad_item(items) from None
+    try:
+        logprobs = LOGPROBS.validate_python(raw_logprobs)
+    except ValidationError as exc:
+        raise _logprob_error(items, exc) from exc
+    try:
+        ids = TOKEN_IDS.validate_python(raw_ids)
+    except ValidationError as exc:
+        raise _id_error(raw_ids, exc) from exc
+    return ids, logprobs
+
+
+def _bad_item(items: list[list[Any]]) -> WireFormatError:
+    """The first malformed `[logprob, token_id, ...]` item, named (the error path only)."""
+    for index, item in enumerate(items):
+        if len(item) < 2:
+            return WireFormatError(f"output_token_logprobs[{index}] is not [logprob, token_id, ...]")
+    raise AssertionError("unreachable: called only when an item is too short")  # pragma: no cover
+
+
+def _logprob_error(items: list[list[Any]], exc: ValidationError) -> WireFormatError:
+    index = int(exc.errors(include_url=False)[0]["loc"][0])
+    value = items[index][0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return WireFormatError(f"output_token_logprobs[{index}]: logprob {value!r} is not a number")
+    return WireFormatError(f"output_token_logprobs[{index}]: logprob {value} is not finite")
+
+
+def _id_error(ids: list[Any], exc: ValidationError) -> WireFormatError:
+    loc = exc.errors(include_url=False)[0]["loc"]
+    index = int(loc[0]) if loc else next(i for i, v in enumerate(ids) if not 0 <= v <= MAX_TOKEN_ID)
+    return WireFormatError(f"output_token_logprobs[{index}]: token id {ids[index]!r} is invalid")

@@ -1,0 +1,89 @@
+"""`vf-sglang check` (adapter/cli/check.py): the live conformance checks as a preflight table.
+
+Fast lane: scripted engines that break one rule make the command exit 1 naming the check; a
+server that is not SGLang is named as such. e2e lane: the reference engine passes (exit 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.bridge.serve import served
+from adapter.cli.entry import main
+from conformance.engine import Completion, Fault, ScriptedEngine, asgi_app
+from conformance.sglang_outputs import sglang_output
+
+
+async def check(url: str, *extra: str) -> int:
+    return await asyncio.to_thread(main, ["check", "--sglang-url", url, "--timeout", "5", *extra])
+
+
+def row(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(name))
+
+
+def without_logprobs(body: dict[str, Any]) -> Fault:
+    output = sglang_output([40, 151645], [-0.5, -0.01])
+    del output["meta_info"]["output_token_logprobs"]
+    return Fault(status=200, body=output)
+
+
+async def test_an_engine_that_drops_logprobs_fails_naming_the_check(capsys) -> None:
+    async with served(asgi_app(ScriptedEngine(default=without_logprobs))) as url:
+        assert await check(url) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in row(out, "logprobs returned and finite") and "output_token_logprobs" in out
+    assert "FAILED: logprobs returned and finite" in out
+
+
+async def test_an_unknown_finish_reason_fails_naming_the_check(capsys) -> None:
+    engine = ScriptedEngine(default=Completion([40, 151645], [-0.5, -0.01], finish="tool_calls"))
+    async with served(asgi_app(engine)) as url:
+        assert await check(url) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in row(out, "finish reasons known") and "tool_calls" in row(out, "finish reasons known")
+
+
+async def test_a_server_that_is_not_sglang_is_named(capsys) -> None:
+    from starlette.applications import Starlette
+
+    async with served(Starlette()) as url:
+        assert await check(url) == 1
+    out = capsys.readouterr().out
+    assert "is not an SGLang server" in out and "--sglang-url" in out
+
+
+async def test_determinism_is_skipped_unless_the_server_reports_it(capsys) -> None:
+    engine = ScriptedEngine(default=Completion([40, 151645], [-0.5, -0.01]))
+    async with served(asgi_app(engine)) as url:
+        await check(url)
+    assert "skipped: server not started with --enable-deterministic-inference" in row(
+        capsys.readouterr().out, "same seed, same tokens")
+
+
+async def test_the_routing_header_goes_through_a_router(capsys) -> None:
+    engine = ScriptedEngine(default=Completion([40, 151645], [-0.5, -0.01]))  # it answers /workers: a router
+    async with served(asgi_app(engine)) as url:
+        await check(url)
+    assert "ok" in row(capsys.readouterr().out, "routing header through a router")
+    assert any("x-smg-routing-key" in r.headers for r in engine.generate_requests())
+
+
+@pytest.mark.e2e
+async def test_the_reference_engine_passes_every_required_check(capsys, tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the reference engine needs torch (dependency group `demo`)")
+    from e2e.engine import build_tiny_model, create_engine_app
+
+    model_dir = build_tiny_model(progress=False)
+    async with served(create_engine_app(model_dir)) as url:
+        status = await check(url, "--tokenizer", str(model_dir), "--record", str(tmp_path),
+                             "--config", "fixtures/envs/arith-v1.toml")
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "ok" in row(out, "same seed, same tokens") and "ok" in row(out, "abort reported as abort")
+    assert "ok" in row(out, "one episode group of arith-v1.toml")
+    assert list(tmp_path.glob("*.jsonl")), "--record wrote no cassette"

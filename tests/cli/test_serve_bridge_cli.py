@@ -1,0 +1,49 @@
+"""`vf-sglang serve-bridge`: a real process, a real port, in front of a served scripted engine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import httpx
+
+from adapter.bridge.serve import served
+from conformance.engine import Completion, ScriptedEngine, asgi_app
+
+VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
+
+
+async def test_serve_bridge_prints_its_url_and_translates_generate() -> None:
+    engine = ScriptedEngine().script(Completion([40, 151645], [-0.2, -0.01]))
+    async with served(asgi_app(engine)) as engine_url:
+        process = await asyncio.create_subprocess_exec(
+            VF_SGLANG, "serve-bridge", "--sglang-url", engine_url, "--model", "m", "--max-context-len", "64",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+        )
+        try:
+            line = (await asyncio.wait_for(process.stdout.readline(), timeout=120)).decode()
+            assert line.startswith("vf-sglang bridge ready at http://127.0.0.1:"), line
+            url = line.split()[4]
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                models = (await client.get("/v1/models")).json()
+                response = await client.post(
+                    "/inference/v1/generate", headers={"X-Session-ID": "t1"},
+                    json={"model": "m", "token_ids": [1, 2, 3],
+                          "sampling_params": {"max_tokens": 8, "logprobs": 1, "stop_token_ids": [151645]}})
+        finally:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+    assert models["data"][0]["max_model_len"] == 64
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["token_ids"] == [40, 151645]
+    (call,) = engine.generate_requests()
+    assert call.body["sampling_params"]["max_new_tokens"] == 8
+
+
+async def test_serve_bridge_needs_an_engine_url() -> None:
+    process = await asyncio.create_subprocess_exec(VF_SGLANG, "serve-bridge", stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 2
+    assert b"--sglang-url" in err

@@ -1,0 +1,26 @@
+"""The GPU tier: the whole plan (real SGLang, Qwen3-0.6B, code-golf-v1). `pytest -m gpu`.
+
+Marked `e2e` as well as `gpu`, so the fast lane (`-m "not e2e"`) never selects it, even on a
+machine with CUDA (tests/e2e/test_gpu_prechecks.py proves it with a faked detector); `tox -e e2e`
+runs the tier through `python -m e2e.runner` instead. Skipped with "needs CUDA" on machines
+without a GPU; its plan is tested on CPU in tests/test_e2e_plan.py and tests/e2e/test_gpu_prechecks.py.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from e2e.plan import PlanOptions, gpu_plan
+from e2e.runner import Runner, cuda_available, free_port
+
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e,
+              pytest.mark.skipif(not cuda_available(), reason="needs CUDA (nvidia-smi -L failed)")]
+
+
+def test_gpu_tier_runs_grouped_rollouts_and_verifies(tmp_path) -> None:
+    out = io.StringIO()
+    options = PlanOptions(run_dir=str(tmp_path / "run"), sglang_port=free_port())
+    code = Runner(log_dir=tmp_path / "logs", out=out).run(gpu_plan(options))
+    assert code == 0, out.getvalue()[-5000:]

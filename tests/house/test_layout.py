@@ -1,0 +1,104 @@
+"""The house: `adapter/`'s subpackages, the one direction imports run, and the docs that draw it.
+
+    errors → config → wire → engine → bridge → rollout → miles → cli
+
+A module may import its own subpackage and any subpackage to its left, never one to its right;
+only `adapter/cli/reference_engine.py` reaches into the test layer (`e2e`, `conformance`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTER = ROOT / "adapter"
+DIRECTION = ("errors", "config", "wire", "engine", "bridge", "rollout", "miles", "cli")
+TEST_LAYER = ("conformance", "e2e")
+COMPOSITION_POINT = "cli/reference_engine.py"
+BUNDLED = "rollout/bundled/"  # Verifiers' tasksets, package data imported by module name
+
+
+def imported_modules(source: str) -> list[tuple[int, str]]:
+    """Every absolute module an `import`/`from … import` names, with its line (nested ones too)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "adapter":
+                found += [(node.lineno, f"adapter.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, node.module))
+    return found
+
+
+def _floor(relative: str) -> str:
+    return relative.split("/")[0].removesuffix(".py")
+
+
+def wrong_way(package: Path) -> list[str]:
+    """Each import in `package` that runs against `DIRECTION`, or into the test layer, as one line."""
+    problems: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative == "__init__.py" or relative.startswith(BUNDLED):
+            continue
+        rank = DIRECTION.index(_floor(relative))
+        for line, module in imported_modules(path.read_text()):
+            top, _, rest = module.partition(".")
+            if top in TEST_LAYER and relative != COMPOSITION_POINT:
+                problems.append(f"adapter/{relative}:{line} imports the test layer ({module})")
+            if top == "adapter" and rest and rest.split(".")[0] in DIRECTION:
+                target = rest.split(".")[0]
+                if DIRECTION.index(target) > rank:
+                    problems.append(f"adapter/{relative}:{line} imports {module}: {_floor(relative)} → {target}")
+    return problems
+
+
+def test_every_import_runs_along_the_direction() -> None:
+    assert wrong_way(ADAPTER) == []
+
+
+def test_a_planted_back_edge_is_named(tmp_path: Path) -> None:
+    for floor in DIRECTION[1:]:
+        (tmp_path / floor).mkdir()
+        (tmp_path / floor / "__init__.py").write_text("")
+    (tmp_path / "errors.py").write_text("")
+    (tmp_path / "wire" / "translate.py").write_text("def f():\n    from adapter.bridge.handler import Reply\n")
+    (tmp_path / "engine" / "client.py").write_text("from adapter import cli\nimport e2e.engine\n")
+    (tmp_path / "cli" / "reference_engine.py").write_text("from e2e.engine import create_engine_app\n")
+    assert wrong_way(tmp_path) == [
+        "adapter/engine/client.py:1 imports adapter.cli: engine → cli",
+        "adapter/engine/client.py:2 imports the test layer (e2e.engine)",
+        "adapter/wire/translate.py:2 imports adapter.bridge.handler: wire → bridge",
+    ]
+
+
+def test_the_top_level_is_the_direction_and_nothing_else() -> None:
+    entries = {p.name for p in ADAPTER.iterdir() if p.name not in {"__init__.py", "__pycache__", "py.typed"}}
+    assert entries == {"errors.py", *DIRECTION[1:]}
+    assert len(entries) <= 8
+
+
+@pytest.mark.parametrize("subpackage", DIRECTION[1:])
+def test_each_subpackage_says_what_it_owns_and_may_import(subpackage: str) -> None:
+    doc = ast.get_docstring(ast.parse((ADAPTER / subpackage / "__init__.py").read_text())) or ""
+    assert "Owns:" in doc and "May import:" in doc, f"adapter/{subpackage}/__init__.py"
+
+
+@pytest.mark.parametrize("document", ["ARCHITECTURE.md", "README.md"])
+def test_the_docs_list_every_subpackage(document: str) -> None:
+    text = (ROOT / document).read_text()
+    missing = [name for name in DIRECTION[1:] if not re.search(rf"`adapter/{name}/`", text)]
+    assert missing == [], f"{document} does not describe adapter/{missing}/"
+
+
+def test_no_comment_points_at_a_document_outside_the_repository() -> None:
+    outside = re.compile(r"CONTRACT\.md|MILES\.md|ROUTER\.md|SGLANG_CPU\.md|design/|\bissue \d+|\(issue")
+    hits = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(ADAPTER.rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1) if outside.search(line)]
+    assert hits == []

@@ -1,0 +1,194 @@
+"""Real verifiers 0.2.0 episodes (null harness, subprocess runtime) through the Miles entry
+points, the bridge and a scripted engine answering real Qwen3 token ids (CONTRACT.md §4–§6).
+
+Slow-ish (each group starts harness subprocesses); the fast lane runs them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from renderers.base import load_tokenizer
+
+from adapter.errors import ConfigurationError
+from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnEvalInput, RolloutFnTrainInput
+from adapter.miles.binding import VerifiersRolloutFn, generate_rollout
+from adapter.rollout.samples import flatten
+from conformance.policies import TextPolicy, last_user_text, tool_call
+
+ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
+QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?")
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(qwen3_tokenizer) -> Any:
+    return load_tokenizer(str(qwen3_tokenizer))
+
+
+def miles_args(qwen3_tokenizer: Path, sglang_mock: Any, env: str, **overrides: Any) -> argparse.Namespace:
+    host, port = sglang_mock.url.removeprefix("http://").split(":")
+    values = {
+        "verifiers_config": str(ENVS / f"{env}.toml"), "hf_checkpoint": str(qwen3_tokenizer),
+        "renderer_model_name": "Qwen/Qwen3-0.6B", "rollout_global_dataset": False,
+        "rollout_batch_size": 2, "n_samples_per_prompt": 2, "rollout_max_response_len": 64,
+        "rollout_max_context_len": 1024, "sglang_router_ip": host, "sglang_router_port": int(port),
+        "rollout_temperature": 0.7, **overrides,
+    }
+    return argparse.Namespace(**values)
+
+
+def arith_policy(tokenizer: Any) -> TextPolicy:
+    """Alternates a right answer with an off-by-one one, so rewards vary inside groups."""
+    turn = itertools.count()
+
+    def reply(prompt: str) -> str:
+        a, op, b = QUESTION.search(last_user_text(prompt)).groups()
+        answer = OPS[op](int(a), int(b))
+        return str(answer) if next(turn) % 2 == 0 else f"The answer is {answer + 1}."
+
+    return TextPolicy(tokenizer, reply)
+
+
+def all_samples(groups: list[list[Any]]) -> list[Any]:
+    return [sample for group in groups for sample in flatten(group)]
+
+
+async def test_train_returns_batch_of_full_valid_groups(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    sglang_mock.default = arith_policy(tokenizer)
+    fn = VerifiersRolloutFn(RolloutFnConstructorInput(miles_args(qwen3_tokenizer, sglang_mock, "arith-v1"), None))
+    out = await fn(RolloutFnTrainInput(rollout_id=0))
+    assert [len(group) for group in out.samples] == [2, 2]
+    sampled = [r.body for r in sglang_mock.generate_requests()]
+    for sample in all_samples(out.samples):
+        assert len(sample.rollout_log_probs) == len(sample.loss_mask) == sample.response_length > 0
+        assert all(math.isfinite(lp) for lp in sample.rollout_log_probs)
+        assert sample.status.value == "completed"
+        assert set(sample.metadata["verifiers"]["rewards"]) == {"correct"}
+        assert sample.metadata["verifiers"]["metrics"]["parsed"] == 1.0
+        assert sample.tokens[: len(sample.tokens) - sample.response_length] in [b["input_ids"] for b in sampled]
+        assert sample.tokens[-1] == 151645
+    assert {s.reward for s in all_samples(out.samples)} <= {1.0, 0.5}
+    assert out.metrics["verifiers/error_rate"] == 0.0
+
+
+async def test_group_reward_sums_to_its_constant_in_every_group(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    verbose = itertools.count()
+    sglang_mock.default = TextPolicy(tokenizer, lambda prompt: (
+        re.search(r"Say the word '(\w+)'", prompt).group(1) if next(verbose) % 2 else "Sure, here it is!"))
+    args = miles_args(qwen3_tokenizer, sglang_mock, "group-v1", reward_key="shortest")
+    out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnTrainInput(rollout_id=0))
+    for group in out.samples:
+        assert sum(sample.reward["shortest"] for sample in group) == pytest.approx(0.5)
+        assert all(set(sample.reward) == {"says_word", "shortest", "reward"} for sample in group)
+
+
+def test_group_reward_with_one_sample_is_refused_before_any_episode(qwen3_tokenizer, sglang_mock) -> None:
+    args = miles_args(qwen3_tokenizer, sglang_mock, "group-v1", n_samples_per_prompt=1)
+    with pytest.raises(ConfigurationError, match="--n-samples-per-prompt"):
+        VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+    assert sglang_mock.requests == []
+
+
+def tool_policy(tokenizer: Any) -> TextPolicy:
+    """Calls the stamp tool for 'apple' and echoes the stamp; answers 'river' without the tool."""
+
+    def reply(prompt: str) -> str:
+        if "<tool_response>" in prompt:
+            return re.findall(r"STAMP-[0-9a-f]{12}", prompt)[-1]
+        word = re.search(r"with the word '(\w+)'", prompt).group(1)
+        if word == "apple":
+            return tool_call("echo_tools_stamp", {"word": word})
+        return "STAMP-000000000000"
+
+    return TextPolicy(tokenizer, reply)
+
+
+async def test_tool_reward_needs_the_tool_to_really_run(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    sglang_mock.default = tool_policy(tokenizer)
+    args = miles_args(qwen3_tokenizer, sglang_mock, "echo-tool-v1", n_samples_per_prompt=1)
+    out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnTrainInput(rollout_id=0))
+    by_task = {g[0].metadata["verifiers"]["task_index"]: g[0] for g in out.samples}
+    called, uncalled = by_task[0], by_task[1]
+    assert (called.reward, uncalled.reward) == (1.0, 0.0)
+    # the tool's reply is in the sample, never trained on: mask 0 between the two sampled turns
+    assert called.loss_mask[0] == 1 and called.loss_mask[-1] == 1 and 0 in called.loss_mask
+    response = called.tokens[-called.response_length:]
+    unmasked_text = tokenizer.decode([t for t, m in zip(response, called.loss_mask, strict=True) if not m])
+    assert "<tool_response>" in unmasked_text and "STAMP-" in unmasked_text
+
+
+async def test_failing_episodes_are_dropped_by_reason_and_replaced(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    policy = arith_policy(tokenizer)
+
+    def flaky(body: dict[str, Any]) -> Any:
+        from conformance.engine import Fault
+
+        prompt = tokenizer.decode(body["input_ids"])
+        if "3 + 4" in prompt:  # task 0 always fails with an engine 400 (not retried)
+            return Fault(status=400, body={"error": "scripted bad request"})
+        return policy(body)
+
+    sglang_mock.default = flaky
+    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", rollout_batch_size=1, over_sampling_batch_size=1)
+    out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnTrainInput(rollout_id=0))
+    assert out.metrics["rollout/drop/trace_error"] == 1.0
+    assert out.samples[0][0].metadata["verifiers"]["task_index"] == 1
+
+
+async def test_a_configuration_error_stops_the_run(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    """Tools with a renderer that cannot parse them: a typed 400, so the run stops."""
+    sglang_mock.default = tool_policy(tokenizer)
+    args = miles_args(qwen3_tokenizer, sglang_mock, "echo-tool-v1", n_samples_per_prompt=1, rollout_batch_size=1,
+                      renderer_model_name="my-org/unregistered-model")
+    fn = VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+    with pytest.raises(ConfigurationError, match="cannot parse tool calls"):
+        await fn(RolloutFnTrainInput(rollout_id=0))
+    assert sglang_mock.generate_requests() == []
+
+
+async def test_eval_lists_are_aligned_and_use_the_eval_reward_key(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    sglang_mock.default = TextPolicy(tokenizer, lambda prompt: re.search(r"Say the word '(\w+)'", prompt).group(1))
+    args = miles_args(qwen3_tokenizer, sglang_mock, "group-v1", eval_interval=1, n_samples_per_eval_prompt=2,
+                      eval_reward_key="says_word")
+    out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnEvalInput(rollout_id=0))
+    data = out.data["group-v1"]
+    assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 8
+    assert data["rewards"] == [1.0] * 8  # numbers (Miles averages them), picked by the eval reward key
+    assert all(sample.reward["says_word"] == 1.0 for sample in data["samples"])  # the full dict stays
+    assert data["truncated"] == [False] * 8
+
+
+def test_the_legacy_function_matches_the_class(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    """Miles calls the legacy function from a worker thread with no running loop."""
+    sglang_mock.default = TextPolicy(tokenizer, lambda prompt: "42")
+    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", sglang_enable_deterministic_inference=True)
+    legacy = generate_rollout(args, 0, None)
+    klass = VerifiersRolloutFn(RolloutFnConstructorInput(
+        miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", sglang_enable_deterministic_inference=True), None))
+    import asyncio
+
+    modern = asyncio.run(klass(RolloutFnTrainInput(rollout_id=0)))
+
+    def shape(samples: list[list[Any]]) -> list[Any]:
+        return sorted((s.metadata["verifiers"]["task_index"], s.tokens, s.reward, s.loss_mask)
+                      for s in all_samples(samples))
+
+    assert shape(legacy.samples) == shape(modern.samples)
+    seeds = sorted(r.body["sampling_params"]["sampling_seed"] for r in sglang_mock.generate_requests())
+    assert seeds == sorted([42, 43, 44, 45] * 2)
+
+
+def test_an_ambiguous_checkpoint_name_fails_before_any_episode(tmp_path, sglang_mock) -> None:
+    checkpoint = tmp_path / "Qwen3-0.6B"  # registered twice in renderers (qwen3 and prime-qwen3)
+    checkpoint.mkdir()
+    args = miles_args(checkpoint, sglang_mock, "arith-v1", renderer_model_name=None)
+    with pytest.raises(ConfigurationError, match=r"PrimeIntellect/Qwen3-0\.6B"):
+        VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+    assert sglang_mock.requests == []

@@ -1,0 +1,71 @@
+"""The version gate: every verifiers/renderers pair maps to a generation or a refusal that
+names the reason and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.cli.entry import main
+from adapter.errors import UnsupportedVersionError
+from adapter.rollout.versions import decide, installed_decision, require_supported
+
+# (verifiers, renderers, transformers installed) → generation, or a text the refusal contains
+CASES = [
+    ("0.2.0", "0.1.10", True, "A"),
+    ("0.2.0", "0.1.8", True, "A"),
+    ("0.2.1", "0.1.9", True, "A"),
+    ("0.2.0", "0.1.11", True, "0.1.11+"),
+    ("0.2.1", "0.1.12", True, "renderers>=0.1.8,<0.1.11"),
+    ("0.2.0", "0.1.7", True, "older than 0.1.8"),
+    ("0.2.0", "0.1.10", False, "pip install transformers"),
+    ("0.3.0", "0.1.9", True, "B"),
+    ("0.3.0", "0.1.8", True, "renderers >= 0.1.9"),
+    ("0.3.1", "0.1.12", True, "B"),
+    ("0.3.1", "0.1.9", True, "renderers >= 0.1.10"),
+    ("0.4.0", "0.1.12", True, "B"),
+    ("0.4.0", "0.1.10", True, "renderers >= 0.1.12"),
+    ("0.4.0", "0.1.12", False, "pip install transformers"),
+    ("0.4.1", "0.1.12", True, "newer than the newest release"),
+    ("0.1.9", "0.1.10", True, "predates the V1 API"),
+    (None, "0.1.10", True, "verifiers is not installed"),
+    ("0.2.0", None, True, "renderers is not installed"),
+    ("0.2.0.dev5", "0.1.10.post1", True, "A"),
+]
+
+
+@pytest.mark.parametrize(("verifiers", "renderers", "transformers", "expected"), CASES)
+def test_gate(verifiers, renderers, transformers, expected) -> None:
+    decision = decide(verifiers, renderers, has_transformers=transformers)
+    if expected in ("A", "B"):
+        assert decision.supported and decision.generation == expected
+    else:
+        assert not decision.supported
+        assert expected in decision.reason
+        assert "pip install" in decision.reason  # every refusal says what to do
+
+
+def test_the_locked_set_is_generation_a() -> None:
+    assert installed_decision().generation == "A"
+    assert require_supported() == "A"
+
+
+def test_refusal_is_a_typed_error(monkeypatch) -> None:
+    import adapter.rollout.versions as versions
+
+    monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": "0.2.0"}.get(name, "0.1.12"))
+    with pytest.raises(UnsupportedVersionError, match=r"0\.1\.12"):
+        require_supported()
+
+
+def test_cli_versions_prints_the_generation(capsys) -> None:
+    assert main(["versions"]) == 0
+    out = capsys.readouterr().out
+    assert "verifiers: 0.2.0" in out and "renderers: 0.1.10" in out and "generation: A" in out
+
+
+def test_cli_versions_prints_the_refusal(monkeypatch, capsys) -> None:
+    import adapter.rollout.versions as versions
+
+    monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": "0.2.0"}.get(name, "0.1.12"))
+    assert main(["versions"]) == 1
+    assert "refused: renderers 0.1.12 breaks verifiers 0.2.0" in capsys.readouterr().out

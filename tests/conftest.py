@@ -4,6 +4,9 @@
     e2e:             uvx --with tox-uv tox -e e2e    # pytest -m e2e (reference engine), then the E2E runner
     lint:            uvx --with tox-uv tox -e lint
     gpu:             pytest -m gpu        (skipped with "needs CUDA" on machines without it)
+    sglang-cpu:      uvx --with tox-uv tox -e sglang-cpu       # real SGLang 0.5.23 on CPU: the rehearsal
+                     uvx --with tox-uv tox -e sglang-cpu-0516  # the same on 0.5.16 (Miles' image pin)
+                     (pytest -m sglang_cpu needs VF_SGLANG_CPU=1 or SGLANG_URL; skipped with the command otherwise)
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from adapter.config.settings import Settings
+
+# `sglang_cpu_server`: real SGLang on CPU for the whole suite (skips unless VF_SGLANG_CPU=1)
+pytest_plugins = ["e2e.sglang_cpu.fixtures"]
 
 # 2-core CI machines are slow and noisy: no per-example deadline, no "slow draw" health check
 # (the first draw pays for strategy setup); the example count stays hypothesis' default.

@@ -1,0 +1,41 @@
+"""Real SGLang on CPU, started and stopped by `serving`: it answers, and leaves no process behind.
+
+Opt-in (`VF_SGLANG_CPU=1`, marker `sglang_cpu`). This module sorts before test_sglang_cpu_server.py
+on purpose: its own server is gone before the session server starts (two would not fit a
+2-core, 24 GB machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from e2e.sglang_cpu.fixtures import ENABLE_ENV, lane_enabled, requested_version
+from e2e.sglang_cpu.server import serving
+
+pytestmark = [pytest.mark.sglang_cpu,
+              pytest.mark.skipif(not lane_enabled(), reason=f"needs real SGLang on CPU: set {ENABLE_ENV}=1")]
+
+
+def _group_members(pgid: int) -> set[int]:
+    members = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[2]) == pgid:  # fields after "(comm)": state, ppid, pgrp
+            members.add(int(stat.parent.name))
+    return members
+
+
+def test_a_real_server_answers_then_its_whole_group_is_gone() -> None:
+    with serving(requested_version()) as server:
+        members = _group_members(server.pid)
+        body = {"input_ids": [151644, 872, 198], "return_logprob": True, "sampling_params": {"max_new_tokens": 4}}
+        answer = httpx.post(f"{server.url}/generate", json=body, trust_env=False, timeout=120).json()
+        assert 1 <= len(answer["output_ids"]) <= 4
+    assert len(members) >= 3, f"expected main, scheduler and detokenizer processes, saw {members}"
+    assert not _group_members(server.pid)
+    assert not [pid for pid in members if Path(f"/proc/{pid}").exists()]

@@ -46,7 +46,7 @@ BODY_LIMIT = 1024 * 1024
 CONTEXT = 4096
 PROMPT = [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
 MODES = ("served", "in-process")
-CONFIG, ENGINE, OVERLONG = "configuration_error", "engine_error", "overlong_prompt"
+CONFIG, ENGINE, OVERLONG, ABORTED = "configuration_error", "engine_error", "overlong_prompt", "engine_aborted"
 
 
 def body(**params: Any) -> dict[str, Any]:
@@ -129,7 +129,7 @@ ENGINE_CASES = [
               reason="a stats field Miles' samples read"),
     FaultCase("prompt_tokens_list", 502, ENGINE, 1, lambda: respond(200, output(prompt_tokens=[1]))),
     FaultCase("completion_tokens_mismatch", 502, ENGINE, 1, lambda: respond(200, output(completion_tokens=7))),
-    FaultCase("finish_abort", 503, ENGINE, 1, lambda: respond(200, output(finish_reason={"type": "abort"}))),
+    FaultCase("finish_abort", 410, ABORTED, 1, lambda: respond(200, output(finish_reason={"type": "abort"}))),
     FaultCase("finish_unknown", 502, ENGINE, 1, lambda: respond(200, output(finish_reason={"type": "eos"}))),
     FaultCase("finish_missing", 502, ENGINE, 1, lambda: respond(200, output(finish_reason=None))),
     FaultCase("finish_stop_zero_tokens", 502, ENGINE, 1,

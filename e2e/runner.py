@@ -4,6 +4,7 @@ tracked by pid (their own process group) and stopped by this runner only.
 
     python -m e2e.runner --tier gpu --dry-run      # print the plan a GPU runner executes
     python -m e2e.runner --tier auto               # GPU tier with CUDA, CPU tier otherwise
+    python -m e2e.runner --tier sglang-cpu         # the GPU tier's SGLang steps on real SGLang, on CPU
 
 Arguments are argv lists (no shell). Two placeholders are resolved at run time, only when a
 step uses them: `{uv_tool_bin}` (`uv tool dir --bin`) and `{tiny_model_dir}` (the cached
@@ -33,7 +34,16 @@ import httpx
 
 from adapter.engine.proxies import bypass_proxies_for_loopback
 from e2e.interpreter import BaseInterpreterError
-from e2e.plan import REPO, PlanOptions, Step, base_interpreter, cpu_plan, gpu_plan, gpu_plan_notes
+from e2e.plan import (
+    REPO,
+    PlanOptions,
+    Step,
+    base_interpreter,
+    cpu_plan,
+    gpu_plan,
+    gpu_plan_notes,
+    sglang_cpu_plan,
+)
 from e2e.process import StepTimeout, run_with_deadline
 
 
@@ -231,7 +241,9 @@ def _gpu_options(args: argparse.Namespace, run_dir: Path) -> PlanOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.runner", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tier", choices=["gpu", "cpu", "auto"], default="auto")
+    parser.add_argument("--tier", choices=["gpu", "cpu", "sglang-cpu", "auto"], default="auto",
+                        help="sglang-cpu: the GPU tier's SGLang steps rehearsed against real SGLang on CPU")
+    parser.add_argument("--sglang-version", default="0.5.23", help="sglang-cpu tier: the SGLang release to serve")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--trainer", choices=["none", "miles"], default="none")
@@ -257,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"e2e.runner: error: {exc}", file=sys.stderr)
             return 2
         steps, notes = gpu_plan(options), gpu_plan_notes(options)
+    elif tier == "sglang-cpu":
+        steps = sglang_cpu_plan(str(run_dir), version=args.sglang_version, port=free_port())
+        notes = [f"sglang {args.sglang_version} on CPU (e2e.sglang_cpu), deterministic mode, the tiny model"]
     else:
         from adapter.rollout.generations import installed
 

@@ -55,6 +55,11 @@ logger = logging.getLogger(__name__)
 CONFIGURATION_ERROR = "configuration_error"
 OVERLONG_PROMPT = "overlong_prompt"
 ENGINE_ERROR = "engine_error"
+ENGINE_ABORTED = "engine_aborted"
+# An engine abort (`abort_all`, e.g. before a weight update) means stop, not try again: 410 is a
+# status no client SDK retries (OpenAI's retries 408/409/429/5xx; a 503 was retried by the
+# harness' SDK and the abort undone). The rollout ends in error and becomes ABORTED.
+ABORTED_STATUS = 410
 INTERNAL_ERROR = "internal_error"
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # a Renderers body: ~8 bytes per prompt token
 ENGINE_ATTEMPTS_PER_TURN = 3
@@ -149,7 +154,7 @@ async def handle_generate(state: BridgeState, body: bytes | Mapping[str, Any], s
         return error_reply(400, CONFIGURATION_ERROR, str(exc))
     except EngineAbortedError as exc:
         state.stats.record_abort(session_id)  # Miles maps an abort to Sample.Status.ABORTED
-        return error_reply(503, ENGINE_ERROR, str(exc))
+        return error_reply(ABORTED_STATUS, ENGINE_ABORTED, str(exc))
     except WireFormatError as exc:
         return error_reply(502, ENGINE_ERROR, f"malformed engine output: {exc}")
     except EngineError as exc:

@@ -109,6 +109,11 @@ class Orchestrator:
     _rollout_ids: int = 0  # the next rollout_id: one counter for train and eval
     _bridge: BridgeState | None = None
 
+    @property
+    def bridge(self) -> BridgeState | None:
+        """The bridge of the running (or last) train/eval call: its sessions and engine stats."""
+        return self._bridge
+
     def _raise_refusal(self) -> None:
         """Re-raise the typed refusal the bridge answered, if any: resampling cannot help."""
         refusal = self._bridge.refusal if self._bridge is not None else None

@@ -56,7 +56,7 @@ async def test_generate_round_trip(bridge, sglang_mock) -> None:
 @pytest.mark.parametrize(
     ("step", "status", "kind"),
     [
-        (Completion([1], [-0.1], finish="abort"), 503, "engine_error"),
+        (Completion([1], [-0.1], finish="abort"), 410, "engine_aborted"),
         (Completion([1], [-0.1], finish="eos"), 502, "engine_error"),
         (Fault(status=200, body={"meta_info": {"finish_reason": {"type": "stop"}}}), 502, "engine_error"),
         (Fault(status=422, body={"detail": "bad"}), 422, "engine_error"),

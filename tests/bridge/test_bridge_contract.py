@@ -149,7 +149,7 @@ async def test_abort_is_an_error_never_a_complete_turn(stack_factory, sglang_moc
     sglang_mock.script(stack.completion("partial", finish="abort"))
     with pytest.raises(ProviderError) as caught:
         await stack.ask("hi")
-    assert caught.value.status_code == 503
+    assert caught.value.status_code == 410  # no SDK retries it: the abort stands
     assert "aborted" in str(caught.value)
 
 

@@ -138,3 +138,24 @@ def test_every_adapter_command_of_the_gpu_plan_parses_with_the_real_cli(trainer)
     for step in commands:
         args = build_parser().parse_args(list(step.argv[3:]))
         assert callable(args.run), step.name
+
+
+def test_the_sglang_cpu_rehearsal_runs_the_gpu_tiers_sglang_steps_without_cuda() -> None:
+    from e2e.plan import sglang_cpu_plan
+
+    steps = sglang_cpu_plan("/tmp/rehearsal", version="0.5.16", port=31999)
+    names = [s.name for s in steps]
+    gpu_names = {s.name for s in gpu_plan(PlanOptions(base_python="/usr/bin/python3", python_tag="python3.11"))}
+    # the GPU tier's server steps, in the GPU tier's order; only CUDA-specific ones are not rehearsed
+    shared = [n for n in names if n in gpu_names]
+    assert shared == ["install-sglang", "reset-outputs", "start-sglang", "wait-sglang", "check-sglang",
+                      "stop-sglang"]
+    assert not any(s.gpu for s in steps) and steps[-1].always
+    start = steps[names.index("start-sglang")]
+    assert start.argv[2:] == ("e2e.sglang_cpu", "serve", "--version", "0.5.16", "--deterministic", "--port",
+                              "31999", "--log", "/tmp/rehearsal/logs/sglang-server.log")
+    rollouts = [s for s in steps if s.name.startswith("rollouts-")]
+    assert {s.name for s in rollouts} == {f"rollouts-{p}{t}" for p in ("", "b-")
+                                          for t in ("arith-v1", "group-v1", "echo-tool-v1")}
+    assert all("--record" in s.argv and "--seed" not in s.argv for s in rollouts)  # the adapter must seed
+    assert all(f"verify-{s.name.removeprefix('rollouts-')}" in names for s in rollouts)

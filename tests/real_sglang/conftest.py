@@ -1,0 +1,33 @@
+"""`real_sglang`: the server the tests in this folder run against. With `SGLANG_URL` set (the
+sglang-cpu rehearsal serves one and points the tests at it) that server, described by its own
+`/server_info` and `/model_info`; else the session's `sglang_cpu_server` (VF_SGLANG_CPU=1)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+@dataclass(frozen=True)
+class RealServer:
+    url: str
+    version: str
+    model_dir: Path
+
+
+@pytest.fixture(scope="session")
+def real_sglang(request: pytest.FixtureRequest) -> RealServer:
+    url = os.environ.get("SGLANG_URL")
+    if not url:
+        server = request.getfixturevalue("sglang_cpu_server")
+        return RealServer(server.url, server.version, Path(server.model_dir))
+    with httpx.Client(timeout=30, trust_env=False) as http:
+        server_info = http.get(f"{url}/server_info").json()
+        model_info = http.get(f"{url}/model_info").json()
+    if not server_info.get("enable_deterministic_inference"):
+        pytest.fail(f"{url} must run with --enable-deterministic-inference for these tests", pytrace=False)
+    return RealServer(url.rstrip("/"), str(server_info["version"]), Path(model_info["model_path"]))

@@ -86,7 +86,6 @@ class PlanOptions:
     temperature: float = 0.8
     sglang_port: int = 30000
     health_timeout_s: float = 900.0
-    trainer: Literal["none", "miles"] = "none"
 
 
 def base_interpreter(options: PlanOptions) -> BaseInterpreter:
@@ -222,16 +221,6 @@ def _rollout_steps(options: PlanOptions, *, py: str, url: str, model_dir: str, e
                    env: tuple[tuple[str, str], ...], venv: str) -> list[Step]:
     run = str(Path(options.run_dir).absolute())
     env = (*env, ("VIRTUAL_ENV", venv))
-    if options.trainer == "miles":
-        command = (py, "-m", "adapter.cli", "miles-command", "--config", f"{run}/code-golf-v1.toml",
-                   "--hf-checkpoint", model_dir, "--env-source-dir", env_src, "--", "--num-rollout", "1",
-                   "--rollout-batch-size", str(options.groups), "--n-samples-per-prompt", str(options.n),
-                   "--rollout-max-response-len", str(options.max_response_len),
-                   "--rollout-max-context-len", str(options.max_context_len),
-                   "--rollout-temperature", str(options.temperature),
-                   "--save-debug-rollout-data", f"{run}/samples.pt")
-        return [Step("miles-train", command, env=env, path_prepend=(f"{venv}/bin",), gpu=True,
-                     produces=(f"{run}/samples.pt",))]
     command = (py, "-m", "adapter.cli", "rollout", "--sglang-url", url, "--config", f"{run}/code-golf-v1.toml",
                "--model", options.model_id, "--tokenizer", model_dir, "--env-source-dir", env_src,
                "--groups", str(options.groups), "--n", str(options.n),

@@ -232,7 +232,7 @@ def print_plan(steps: Sequence[Step], notes: Sequence[str], out: TextIO | None =
 
 
 def _gpu_options(args: argparse.Namespace, run_dir: Path) -> PlanOptions:
-    options = PlanOptions(run_dir=str(run_dir), trainer=args.trainer, sglang_attention_backend=args.attention_backend,
+    options = PlanOptions(run_dir=str(run_dir), sglang_attention_backend=args.attention_backend,
                           sglang_port=args.sglang_port or free_port(), system_package=args.system_package)
     base = base_interpreter(PlanOptions(base_python=args.base_python))
     return PlanOptions(**{**options.__dict__, "base_python": base.executable, "python_tag": base.lib_tag,
@@ -246,7 +246,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sglang-version", default="0.5.23", help="sglang-cpu tier: the SGLang release to serve")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     parser.add_argument("--run-dir", default=None)
-    parser.add_argument("--trainer", choices=["none", "miles"], default="none")
     parser.add_argument("--base-python", default=None, metavar="PATH",
                         help="GPU tier: the runner image's system Python the venvs are built on "
                              "(default: the first python3 on PATH outside any virtual environment)")

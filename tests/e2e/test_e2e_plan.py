@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from e2e.plan import REPO, PlanOptions, cpu_plan, gpu_plan, gpu_plan_notes
+from e2e.plan import REPO, PlanOptions, cpu_plan, gpu_plan, gpu_plan_notes, sglang_cpu_plan
 from e2e.runner import describe, main
 
 # Fixed interpreter, port and run dir so the snapshot does not depend on the machine.
@@ -29,11 +29,6 @@ def test_gpu_plan_is_snapshot_locked(snapshot) -> None:
 
 def test_cpu_plan_is_snapshot_locked(snapshot) -> None:
     assert describe(cpu_plan(str(REPO / "runs" / "e2e-cpu"), python="python3.11")) == snapshot
-
-
-def test_miles_variant_replaces_the_rollout_step() -> None:
-    names = [s.name for s in gpu_plan(dataclasses.replace(OPTIONS, trainer="miles"))]
-    assert "miles-train" in names and "rollouts" not in names
 
 
 @pytest.mark.parametrize(
@@ -85,7 +80,7 @@ def test_no_step_clones_or_copies_into_an_existing_dir() -> None:
 
 def test_no_plan_value_refers_to_a_shell_variable() -> None:
     """The runner never expands `$VARS`: a plan that relied on it would get them literally."""
-    for step in [*gpu_plan(OPTIONS), *gpu_plan(dataclasses.replace(OPTIONS, trainer="miles")), *cpu_plan()]:
+    for step in [*gpu_plan(OPTIONS), *cpu_plan(), *sglang_cpu_plan()]:
         values = [*step.argv, *(v for _, v in step.env), *step.path_prepend, step.cwd or ""]
         assert not any("$" in value for value in values), step.name
     assert steps_by_name()["install-env"].path_prepend == (f"{REPO}/runs/e2e-gpu/venv/bin",)
@@ -127,12 +122,12 @@ def test_dry_run_shows_interpreter_locks_idempotence_proxies_check_and_record(ca
         assert expected in out, expected
 
 
-@pytest.mark.parametrize("trainer", ["none", "miles"])
-def test_every_adapter_command_of_the_gpu_plan_parses_with_the_real_cli(trainer) -> None:
+@pytest.mark.parametrize("plan_of", [lambda: gpu_plan(OPTIONS), lambda: sglang_cpu_plan()], ids=["gpu", "sglang-cpu"])
+def test_every_adapter_command_of_the_gpu_plan_parses_with_the_real_cli(plan_of) -> None:
     """A flag the CLI does not know would fail the GPU run after SGLang's install and start."""
     from adapter.cli.entry import build_parser
 
-    plan = gpu_plan(dataclasses.replace(OPTIONS, trainer=trainer))
+    plan = plan_of()
     commands = [s for s in plan if s.argv[1:3] == ("-m", "adapter.cli")]
     assert {s.name for s in commands} >= {"check-sglang"}
     for step in commands:

@@ -46,10 +46,13 @@ def sglang_output(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": len(ids),
             "cached_tokens": 0,
+            "cached_tokens_details": {"device": 0, "host": 0},  # where the cached prefix lived
+            "dp_rank": None,  # data-parallel rank: None on a single-rank server
             "reasoning_tokens": 0,
             "num_retractions": 0,
             "weight_version": weight_version,
             "e2e_latency": 0.01,
+            "response_sent_to_client_ts": 1.7e9,  # wall-clock time the answer left (0.5.16 on)
             "input_token_logprobs": [],
             "output_token_logprobs": [[lp, i, None] for lp, i in zip(logprobs, ids, strict=True)],
             "output_token_logprobs_length": len(ids),

@@ -40,6 +40,10 @@ IO_STRUCT = "sglang/srt/managers/io_struct.py"
 SCHEDULE_BATCH = "sglang/srt/managers/schedule_batch.py"
 TOKENIZER_MANAGER = "sglang/srt/managers/tokenizer_manager.py"
 HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
+# Modules whose functions set `meta_info` keys for the tokenizer manager (0.5.23:
+# `add_weight_versions_to_meta_info` sets `weight_versions`, the request-time stats
+# `response_sent_to_client_ts`); read where the tree has them.
+META_INFO_HELPERS = ("sglang/srt/utils/weight_versions.py", "sglang/srt/observability/req_time_stats.py")
 FINISH_CLASS_PREFIX = ("BaseFinishReason", "FINISH")
 # Branch conditions that hold for a finished, non-streaming `/generate` of a generation model on
 # a default launch: the `meta_info` keys set under them are always present in such an output.
@@ -214,6 +218,9 @@ def meta_info_shape(root: Path) -> MetaInfoShape:
     batch.visit(_function(manager, "_handle_batch_output"))
     logprob.visit(_function(manager, "add_logprob_to_meta_info"))
     everything.visit(manager)
+    for helper in META_INFO_HELPERS:
+        if (root / helper).exists():
+            everything.visit(_parse(root, helper))
     always = {k for k, conds in batch.keys if set(conds) <= FINISHED_GENERATE_CONDITIONS}
     shapes = tuple(dict.fromkeys(s for s in batch.outputs if "output_ids" in s))
     if not always or not shapes:

@@ -113,9 +113,12 @@ class ReferenceEngine:
             "weight_version": WEIGHT_VERSION,
             "completion_tokens": len(done.output_ids),
             "cached_tokens": 0,
+            "cached_tokens_details": {"device": 0, "host": 0},  # no prefix cache: nothing cached anywhere
+            "dp_rank": None,  # one rank, as a plain SGLang server reports it
             "reasoning_tokens": 0,  # no reasoning parser runs here
             "num_retractions": 0,  # one stream at a time: nothing is ever retracted
             "e2e_latency": latency,
+            "response_sent_to_client_ts": time.time(),  # as 0.5.16 on report it
         }
         if request.return_logprob:
             texts = (

@@ -2,7 +2,7 @@
 
     uvx --with tox-uv tox -e sglang-schema
 
-The lane installs sglang 0.5.15 and 0.5.23 with `--no-deps` into separate directories, names
+The lane installs sglang 0.5.15, 0.5.16 and 0.5.23 with `--no-deps` into separate directories, names
 them in `VF_SGLANG_TREES`, and runs `pytest -m sglang_schema`. Without the trees these tests
 skip, naming the lane. Everything compared here is read from the wheels
 (conformance/sglang_source.py): `SamplingParams` itself, `GenerateReqInput`'s fields, the
@@ -53,6 +53,17 @@ def tokenizer(qwen3_tokenizer: Path) -> Any:
 @needs_trees
 def test_the_lane_checks_every_version_the_adapter_names() -> None:
     assert sorted(s.version for s in SOURCES) == sorted(SGLANG_CHECKED_VERSIONS)
+
+
+@needs_trees
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.version)
+def test_the_meta_info_counters_the_stats_read_are_keys_sglang_sets(source: SGLangSource) -> None:
+    from adapter.bridge.stats import SPEC_FIELDS
+
+    read = {key for _, key in SPEC_FIELDS} | {"cached_tokens", "prompt_tokens", "weight_version"}
+    if source.version >= "0.5.23":
+        read.add("weight_versions")
+    assert sorted(read - source.meta_info.known) == [], f"sglang {source.version}"
 
 
 @needs_trees
@@ -257,9 +268,13 @@ CASSETTES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "cassette
 def test_every_recorded_exchange_is_what_sglang_accepts_and_answers(cassette: Path, tokenizer: Any) -> None:
     from conformance.replay import load_cassette
 
-    for exchange in load_cassette(cassette).exchanges:
+    loaded = load_cassette(cassette)
+    recorded_on = (loaded.header or {}).get("sglang_version")
+    # a cassette from real SGLang answers for its own version; the reference engine's for every one
+    sources = [s for s in SOURCES if s.version == recorded_on] or SOURCES
+    for exchange in loaded.exchanges:
         request, response = exchange["request"], exchange["response"]
         if request["path"] != "/generate" or response["status"] != 200:
             continue
-        assert_accepted(SOURCES, request["body"], tokenizer=tokenizer, vocab_size=VOCAB)
-        assert_sglang_shaped(SOURCES, response["body"], return_logprob=bool(request["body"].get("return_logprob")))
+        assert_accepted(sources, request["body"], tokenizer=tokenizer, vocab_size=VOCAB)
+        assert_sglang_shaped(sources, response["body"], return_logprob=bool(request["body"].get("return_logprob")))

@@ -37,7 +37,8 @@ IM_END = 151645
 QUESTION = "What is 3 + 4? Answer with just the number."
 META_KEYS = {"id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
              "num_retractions", "weight_version", "e2e_latency", "input_token_logprobs", "output_token_logprobs",
-             "output_token_logprobs_length"}  # fmt: skip
+             "output_token_logprobs_length", "cached_tokens_details", "dp_rank",
+             "response_sent_to_client_ts"}  # fmt: skip  (tests/conformance/test_mirrors.py: what real SGLang sends)
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,12 @@ on raw asyncio streams (uvloop when installed), so its own cost stays small and 
     python -m benchmarks.stub --delay 12 --tokens 16     # prints "stub ready at http://..."
 
 `POST /generate` answers a well-formed SGLang output of `--tokens` tokens after `--delay`
-seconds (0: at once); `GET /stats` answers `{"generate": n, "in_flight": k, "peak_in_flight": p}`
-(what the engine saw); `POST /reset` zeroes them. `running(...)` starts one as a subprocess.
+seconds (0: at once), or, with `--status 503`, that error status (a failing worker);
+`GET /stats` answers `{"generate": n, "in_flight": k, "peak_in_flight": p}` (what the engine
+saw); `POST /reset` zeroes them. `/health`, `/model_info` and `/server_info` (and their older
+names) answer SGLang-shaped, so the SGLang router registers the stub as an SGLang worker;
+`/abort_request` answers an empty 200; any other path 404. `running(...)` starts one as a
+subprocess.
 """
 
 from __future__ import annotations
@@ -21,12 +25,22 @@ import orjson
 from benchmarks.common import ready_process
 from conformance.sglang_outputs import sglang_output
 
+MODEL_INFO = orjson.dumps({"model_path": "stub", "is_generation": True, "model_type": "qwen3"})
+SERVER_INFO = orjson.dumps({"model_path": "stub", "context_length": 32768, "version": "stub",
+                            "engine": "vf-sglang benchmark stub"})
+INFO = {b"/model_info": MODEL_INFO, b"/get_model_info": MODEL_INFO, b"/server_info": SERVER_INFO,
+        b"/get_server_info": SERVER_INFO, b"/health": b"{}", b"/abort_request": b"{}"}
+REASONS = {200: b"OK", 404: b"Not Found", 500: b"Internal Server Error", 502: b"Bad Gateway",
+           503: b"Service Unavailable", 504: b"Gateway Timeout", 429: b"Too Many Requests"}
+
 
 class Stub:
-    def __init__(self, delay: float, tokens: int) -> None:
+    def __init__(self, delay: float, tokens: int, status: int = 200) -> None:
         self.delay = delay
+        self.status = status
         ids = [*range(1000, 1000 + tokens - 1), 151645]
         self.answer = orjson.dumps(sglang_output(ids, [-0.125] * tokens, request_id="stub"))
+        self.failure = orjson.dumps({"error": {"message": f"stub: HTTP {status}", "code": status}})
         self.generate = self.in_flight = self.peak = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -47,28 +61,35 @@ class Stub:
             writer.close()
 
     async def route(self, path: bytes) -> bytes:
+        status = 200
         if path == b"/generate":
-            self.generate += 1
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-            try:
-                if self.delay:
-                    await asyncio.sleep(self.delay)
-            finally:
-                self.in_flight -= 1
-            body = self.answer
+            status, body = await self._generate()
         elif path == b"/reset":
             self.generate = self.peak = 0
             body = b"{}"
-        else:
+        elif path == b"/stats":
             body = orjson.dumps({"generate": self.generate, "in_flight": self.in_flight,
                                  "peak_in_flight": self.peak})
-        return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-            len(body), body)
+        else:
+            status, body = (200, INFO[path]) if path in INFO else (404, b'{"detail":"Not Found"}')
+        head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
+            status, REASONS.get(status, b"Status"), len(body))
+        return head + body
+
+    async def _generate(self) -> tuple[int, bytes]:
+        self.generate += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        return (200, self.answer) if self.status == 200 else (self.status, self.failure)
 
 
 async def _main(args: argparse.Namespace) -> None:
-    stub = Stub(args.delay, args.tokens)
+    stub = Stub(args.delay, args.tokens, args.status)
     server = await asyncio.start_server(stub.serve, "127.0.0.1", 0, backlog=4096)
     print(f"stub ready at http://127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
@@ -87,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--status", type=int, default=200, help="the status every /generate answers (200: an output)")
     args = parser.parse_args()
     try:
         import uvloop

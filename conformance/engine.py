@@ -3,8 +3,11 @@
 `ScriptedEngine.handle(request)` routes by path like a real server: `POST /generate` answers
 the next scripted step in SGLang's exact output shape (`conformance.sglang_outputs`);
 `GET /health`, `GET /model_info` (and `/get_model_info`), `POST /flush_cache`,
-`POST /abort_request` and the router's `GET /workers` answer as SGLang does. Every request is
-recorded (path, JSON body, headers) for assertions and snapshots. A step is a `Completion`, a function of the request
+`POST /abort_request` answer as SGLang does. With `workers` set it also plays the SGLang router:
+`GET /workers` lists them (a plain SGLang server answers 404 there), and with `route` each
+`/generate` answer names the worker `route(request)` picked in `x-smg-routed-worker-id`, as smg
+does (`by_key`, `round_robin`). Every request is recorded (path, JSON body, headers) for
+assertions and snapshots. A step is a `Completion`, a function of the request
 body returning one, or a `Fault` (an error status, a timeout, a reset, a malformed body).
 """
 
@@ -18,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from adapter.engine.topology import ROUTED_WORKER_HEADER
 from conformance.sglang_outputs import sglang_output
 
 
@@ -54,6 +58,8 @@ class ScriptedEngine:
     requests: list[Recorded] = field(default_factory=list)
     model_path: str = "Qwen/Qwen3-0.6B"
     default: Step | None = None  # answers /generate once the script is used up (None: HTTP 500)
+    workers: list[str] | None = None  # a router's workers, listed on /workers (None: not a router)
+    route: Callable[[Recorded], str] | None = None  # plays a router: the worker a /generate went to
 
     def script(self, *steps: Step) -> ScriptedEngine:
         self.steps.extend(steps)
@@ -91,7 +97,10 @@ class ScriptedEngine:
     def handle(self, request: httpx.Request) -> httpx.Response:
         recorded = self._record(request)
         if recorded.path == "/generate" and request.method == "POST":
-            return self._generate(recorded.body or {})
+            response = self._generate(recorded.body or {})
+            if self.route is not None:
+                response.headers[ROUTED_WORKER_HEADER] = self.route(recorded)
+            return response
         model_info = {"model_path": self.model_path, "is_generation": True}
         routes: dict[tuple[str, str], Any] = {
             ("GET", "/health"): {},
@@ -99,8 +108,9 @@ class ScriptedEngine:
             ("GET", "/get_model_info"): model_info,  # SGLang's older name, still served
             ("POST", "/flush_cache"): {},
             ("POST", "/abort_request"): {},
-            ("GET", "/workers"): {"workers": [{"url": self.url}]},
         }
+        if self.workers is not None:
+            routes[("GET", "/workers")] = {"workers": [{"url": url} for url in self.workers]}
         if (request.method, recorded.path) in routes:
             return httpx.Response(200, json=routes[(request.method, recorded.path)])
         return httpx.Response(404, json={"detail": "Not Found"})
@@ -118,7 +128,8 @@ async def _asgi_handle(engine: ScriptedEngine, request: Any) -> Any:
         raise
     except httpx.TransportError:
         return Response(status_code=503, content=b"scripted connection reset")
-    return Response(content=answer.content, status_code=answer.status_code,
+    extra = {k: v for k, v in answer.headers.items() if k.lower().startswith("x-")}
+    return Response(content=answer.content, status_code=answer.status_code, headers=extra,
                     media_type=answer.headers.get("content-type"))
 
 
@@ -131,3 +142,21 @@ def asgi_app(engine: ScriptedEngine) -> Any:
         return await _asgi_handle(engine, request)
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])])
+
+
+def by_key(workers: list[str]) -> Callable[[Recorded], str]:
+    """A scripted router that routes by `X-SMG-Routing-Key`, as consistent_hashing does: one key,
+    one worker (no key: the first)."""
+    import zlib
+
+    def route(request: Recorded) -> str:
+        key = request.headers.get("x-smg-routing-key", "")
+        return workers[zlib.crc32(key.encode()) % len(workers)] if key else workers[0]
+
+    return route
+
+
+def round_robin(workers: list[str]) -> Callable[[Recorded], str]:
+    """A scripted router that ignores the key and takes the workers in turn."""
+    turns = iter(range(1 << 62))
+    return lambda request: workers[next(turns) % len(workers)]

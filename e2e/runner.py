@@ -126,7 +126,7 @@ class Runner:
                 raise StepFailed(step, str(exc), "\n".join(tail), timed_out=True) from exc
             except OSError as exc:  # the program is missing or not executable
                 raise StepFailed(step, f"could not start {step.argv[0]!r}: {exc}") from exc
-        if code != 0:
+        if code not in step.ok_exit:
             raise StepFailed(step, f"exit status {code}", "\n".join(tail))
 
     def _background(self, step: Step) -> None:

@@ -15,11 +15,16 @@ machine-readable so clients branch on it:
   * `overlong_prompt` → 400, worded so Verifiers' TrainClient ends the rollout as a clean
     context-length truncation (its overlong-prompt mapping);
   * `engine_error` → the engine's fault: its own 4xx, or 502 (5xx, 3xx, malformed output),
-    503 (unreachable or aborted), 504 (no complete answer by the deadline);
+    503 (unreachable), 504 (no complete answer by the deadline); `engine_aborted` → 410 (an engine
+    abort: a status no client SDK retries, so an `abort_all` stands);
   * `internal_error` → 500: a bug in the adapter (logged with its traceback). The fault suite
-    (`conformance/faults.py`) proves no fault reaches it.
+    (the test layer's fault table) proves no fault reaches it.
 Engine attempts are budgeted per model turn (`adapter.bridge.sessions.TurnBudgets`): once a turn's
 budget is spent, retries from upper layers get the turn's last failure without an engine call.
+Behind the SGLang router that budget holds end to end only when the router does not retry too
+(smg `--disable-retries`; docs/router.md). A request carrying a sampling key the router would drop
+(`adapter.wire.translate.ROUTER_DROPPED_KEYS`) is refused as a `configuration_error` when the
+engine address is a router (asked once, `SGLangClient.topology`, and only for such a request).
 """
 
 from __future__ import annotations
@@ -48,7 +53,15 @@ from adapter.errors import (
     WireFormatError,
 )
 from adapter.wire.strict_json import JSONBodyError, dumps, loads
-from adapter.wire.translate import SESSION_ID_HEADER, overlong_error_class, to_renderers_response, to_sglang_request
+from adapter.wire.translate import (
+    SESSION_ID_HEADER,
+    SGLangRequest,
+    overlong_error_class,
+    refuse_router_dropped,
+    router_dropped_keys,
+    to_renderers_response,
+    to_sglang_request,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +116,8 @@ class BridgeState:
     # re-raises this object as soon as a group finishes: the type travels, never its name.
     refusal: ConfigurationError | None = None
     stats: SessionStats = field(default_factory=SessionStats)  # per-session meta_info (adapter.bridge.stats)
+    # Settings field → the flag of the command that runs, for refusals (None: Miles' flags).
+    flags: Mapping[str, str] | None = None
 
 
 def error_reply(status: int, kind: str, message: str) -> Reply:
@@ -130,7 +145,9 @@ async def _generate(state: BridgeState, body: bytes | Mapping[str, Any], session
         settings=state.settings,
         session_id=session_id,
         first_turn=state.sessions.is_first_turn(session_id),
+        flags=state.flags,
     )
+    await _refuse_what_the_router_drops(state, request)
     state.sessions.remember(session_id)
     prompt_len = len(request.payload["input_ids"])
     budget = state.budgets.for_turn(session_id, prompt_len)
@@ -139,6 +156,15 @@ async def _generate(state: BridgeState, body: bytes | Mapping[str, Any], session
     state.budgets.settle(session_id, prompt_len)
     state.stats.record(session_id, output.meta_info)  # a validated output only
     return reply
+
+
+async def _refuse_what_the_router_drops(state: BridgeState, request: SGLangRequest) -> None:
+    """Keys the router would drop are refused when a router is there (asked only for such a request)."""
+    dropped = router_dropped_keys(request)
+    if dropped:
+        topology = await state.engine.topology()
+        if topology.is_router:
+            raise refuse_router_dropped(dropped, topology.url)
 
 
 async def handle_generate(state: BridgeState, body: bytes | Mapping[str, Any], session_id: str | None) -> Reply:
@@ -234,10 +260,11 @@ _SESSION_KEY = SESSION_ID_HEADER.lower().encode()
 
 
 def create_app(
-    settings: Settings, engine: SGLangClient, *, model: str | None = None
+    settings: Settings, engine: SGLangClient, *, model: str | None = None, flags: Mapping[str, str] | None = None
 ) -> BridgeApp:
     """The bridge for one engine. `model` is the id episodes use (Renderers matches the
-    `/v1/models` card by it); `settings.rollout_max_context_len` is the advertised length."""
+    `/v1/models` card by it); `settings.rollout_max_context_len` is the advertised length;
+    `flags` maps `Settings` fields to the running command's flags, for refusals."""
     overlong_error_class()  # imports verifiers (seconds): pay once here, not on the first request
     app = Starlette(
         routes=[
@@ -249,6 +276,6 @@ def create_app(
     )
     app.state.bridge = BridgeState(
         settings=settings, engine=engine, model=model, sessions=SessionLRU(settings.session_lru_size),
-        budgets=TurnBudgets(ENGINE_ATTEMPTS_PER_TURN, max_size=settings.session_lru_size),
+        budgets=TurnBudgets(ENGINE_ATTEMPTS_PER_TURN, max_size=settings.session_lru_size), flags=flags,
     )
     return BridgeApp(app)

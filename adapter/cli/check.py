@@ -2,10 +2,13 @@
 
 Consumes: `--sglang-url URL` (a server or router), optionally `--tokenizer DIR` (the model's
 checkpoint or tokenizer directory: its `config.json` gives the model's context length), `--config
-env.toml` (run one real episode group through the whole pipeline) and `--record DIR` (a cassette
-of every exchange). Emits: a table, one row per check of `adapter.cli.server_checks` (the
-same implementation as `pytest -m live`), and the exit status: 0 only when every required check
-passes; 1 when one fails or the address is not an SGLang server (said in one line).
+env.toml` (run one real episode group through the whole pipeline), `--router-policy` (the router's
+policy, as the jobs take it: it decides whether the routing row is required, and the episode
+group routes by it) and `--record DIR` (a cassette of every exchange). Emits: a table, one row
+per check of `adapter.cli.server_checks` (the same implementation as `pytest -m live`), and the
+exit status: 0 only when every required check passes; 1 when one fails or the address is not an
+SGLang server (said in one line). Behind a router, the engine line names the worker the facts
+were read from, and a missing `--router-policy` is warned about (`adapter.cli.routing`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from adapter.cli.commands import ROUTER_FLAG, add_router_policy
 from adapter.cli.help_text import CHECK_HELP, add_command
+from adapter.cli.routing import router_notes
 from adapter.cli.server_checks import CheckResult, ServerFacts, read_facts, run_checks
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
@@ -56,10 +61,12 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckRe
         verifiers_config=str(args.config), rollout_batch_size=1, n_samples_per_prompt=2, over_sampling_batch_size=1,
         rollout_max_response_len=64, rollout_max_context_len=facts.context_length,
         renderer_model_name=model, hf_checkpoint=args.tokenizer or model, rollout_global_dataset=False,
+        sglang_router_policy=args.router_policy,
     )  # fmt: skip
     add_env_sources([installed().bundled_tasksets()])
     try:
-        result = await run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer)
+        result = await run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer,
+                                    flags=ROUTER_FLAG)
     except VfSglangError as exc:
         return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}")
     samples = [sample for group in result.groups for sample in group]
@@ -80,8 +87,13 @@ async def run(args: argparse.Namespace) -> int:
                   "SGLang server's (or its router's) URL with --sglang-url")
             return 1
         print(f"engine: {facts.describe()}")
+        if facts.topology is not None:
+            warning = router_notes(facts.topology, Settings(sglang_router_policy=args.router_policy),
+                                   flags=ROUTER_FLAG).warning
+            if warning:
+                print(f"warning: {warning}")
         results = await run_checks(engine, facts, model_max=model_context_length(args.tokenizer),
-                                   tokenizer=args.tokenizer)
+                                   tokenizer=args.tokenizer, router_policy=args.router_policy)
     finally:
         await engine.aclose()
     if args.config:
@@ -103,5 +115,6 @@ def add_check_command(commands: Any) -> None:
     check.add_argument("--config", default=None, help="a Verifiers V1 EnvConfig TOML: also run one episode group")
     check.add_argument("--tokenizer", default=None, help="the model's local checkpoint/tokenizer dir")
     check.add_argument("--timeout", type=float, default=120.0, help="seconds per engine call (default 120)")
+    add_router_policy(check)
     record_option(check)
     check.set_defaults(run=_check)

@@ -8,6 +8,14 @@ its messages with, so an error names what the user typed (`--groups`, `--n`), no
 flag behind it. Cheap input checks (`adapter.cli.arguments`: model dir, tokenizer, port) run before
 any slow work: before the tiny model is built and before an engine loads weights.
 
+`--router-policy` (the policies Miles knows, `ROUTER_POLICIES`) is read as Miles'
+`--sglang-router-policy` is: with consistent_hashing/manual every engine call of a trace carries
+`X-SMG-Routing-Key` = the trace id. Before a `rollout`, the address is looked at once
+(`adapter.cli.routing`): a router is described, and one met without `--router-policy` is warned
+about. The exit status says how a job ended: 0 when every group was kept as it came,
+`EXIT_DROPPED` (3) when the batch is complete but groups were dropped on the way (the summary
+line counts them by reason), 2 for a refusal the user can act on.
+
 `demo` is seeded by default (`--seed`, default `DEMO_SEED`): rollout i of task t samples with
 seed `seed + t × n + i`, which the reference engine feeds to a per-request `torch.Generator`;
 the engine decodes one request at a time (no batching), so what a rollout samples does not
@@ -20,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,20 +38,27 @@ from adapter.cli.arguments import check_model_dir, check_port_free, check_tokeni
 from adapter.cli.help_text import DEMO_HELP, ENGINE_HELP, ROLLOUT_HELP, add_command
 from adapter.cli.progress import GroupProgress, progress_wanted
 from adapter.cli.reference_engine import QWEN3, engine_app, tiny_model
-from adapter.cli.results import format_table, in_task_order, write_jsonl
-from adapter.config.settings import Settings
+from adapter.cli.results import dropped_groups, format_drops, format_table, in_task_order, write_jsonl
+from adapter.cli.routing import discover, router_notes
+from adapter.config.settings import ROUTER_POLICIES, Settings
 from adapter.engine.recording import record_option, start_recording
 from adapter.rollout.bundled import BUNDLED_IDS, add_env_sources
 from adapter.rollout.generations import installed
 
 if TYPE_CHECKING:
     from adapter.rollout.job import Job
+    from adapter.rollout.orchestrator import TrainOutput
 
+logger = logging.getLogger(__name__)
 BUNDLED = BUNDLED_IDS
 DEMO_SEED = 0
+EXIT_DROPPED = 3  # the batch is complete, but groups were dropped (and replaced) on the way
 
+# the router-policy flag of every vf-sglang command (serve-bridge and check too)
+ROUTER_FLAGS: dict[str, tuple[str, ...]] = {"--router-policy": ("sglang_router_policy",)}
 # job flag → the `Settings` fields it fills (the only place this mapping is written)
 JOB_FLAGS: dict[str, tuple[str, ...]] = {
+    **ROUTER_FLAGS,
     "--groups": ("rollout_batch_size", "over_sampling_batch_size"),
     "--n": ("n_samples_per_prompt",),
     "--max-response-len": ("rollout_max_response_len",),
@@ -61,6 +77,10 @@ def flag_names(*tables: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
     return {field: flag for table in tables for flag, fields in table.items() for field in fields}
 
 
+# `Settings` field → flag, for the commands that take only the router policy from the tables
+ROUTER_FLAG = flag_names(ROUTER_FLAGS)
+
+
 def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")  # argparse's own rule
 
@@ -73,11 +93,15 @@ def _settings(args: argparse.Namespace, **fields: Any) -> Settings:
                     rollout_global_dataset=False, **fields)
 
 
-def _report(args: argparse.Namespace, groups: list[list[Any]], seconds: float) -> None:
-    groups = in_task_order(groups)
+def _report(args: argparse.Namespace, result: TrainOutput, seconds: float) -> int:
+    """Print the table and the summary line, write the samples; the exit status."""
+    groups = in_task_order(result.groups)
     print(format_table(groups))
     count = write_jsonl(Path(args.out), groups)
-    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s; samples written to {Path(args.out).resolve()}")
+    drops = dropped_groups(result.metrics)
+    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s{format_drops(drops)}; samples written to "
+          f"{Path(args.out).resolve()}")
+    return EXIT_DROPPED if drops else 0
 
 
 def _say(args: argparse.Namespace, line: str) -> None:
@@ -85,15 +109,23 @@ def _say(args: argparse.Namespace, line: str) -> None:
         print(line, flush=True)
 
 
-async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None,
-               flags: Mapping[str, str]) -> list[list[Any]]:
-    from adapter.rollout.hooks import RolloutHooks
-    from adapter.rollout.job import run_rollouts
+async def _look_at_router(args: argparse.Namespace, settings: Settings, flags: Mapping[str, str]) -> None:
+    notes = router_notes(await discover(args.sglang_url), settings, flags=flags)
+    if notes.status:
+        _say(args, notes.status)
+    if notes.warning:
+        logger.warning("vf-sglang: warning: %s", notes.warning)
 
+
+async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None,
+               flags: Mapping[str, str]) -> TrainOutput:
+    from adapter.rollout.hooks import RolloutHooks
+    from adapter.rollout.job import prepare_job, run_rollouts
+
+    job = prepare_job(settings, flags=flags)  # options and the config file before the engine is asked
+    await _look_at_router(args, settings, flags)
     with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
-        result = await run_rollouts(settings, engine_url=url, tokenizer_path=tokenizer, flags=flags,
-                                    hooks=RolloutHooks(on_group=progress))
-    return result.groups
+        return await run_rollouts(job, engine_url=url, tokenizer_path=tokenizer, hooks=RolloutHooks(on_group=progress))
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -106,12 +138,11 @@ def _rollout(args: argparse.Namespace) -> int:
     settings = _settings(args, verifiers_config=args.config, renderer_model_name=args.model,
                          hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
-    groups = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer, flags))
-    _report(args, groups, time.monotonic() - started)
-    return 0
+    result = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer, flags))
+    return _report(args, result, time.monotonic() - started)
 
 
-async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path) -> list[list[Any]]:
+async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path) -> TrainOutput:
     from adapter.rollout.hooks import RolloutHooks
     from adapter.rollout.job import prepare_orchestrator, run_prepared
 
@@ -127,8 +158,7 @@ async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path) -> li
         served_at.append(url)
         _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
         with progress:
-            result = await run_prepared(orchestrator, url)
-    return result.groups
+            return await run_prepared(orchestrator, url)
 
 
 def _quiet_libraries() -> None:
@@ -154,9 +184,8 @@ def _demo(args: argparse.Namespace) -> int:
     _say(args, f"tiny Qwen3-shaped model: {model_dir}")
     add_env_sources([installed().bundled_tasksets()])
     start_recording(args)
-    groups = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir))
-    _report(args, groups, time.monotonic() - started)
-    return 0
+    result = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir))
+    return _report(args, result, time.monotonic() - started)
 
 
 async def _engine_async(args: argparse.Namespace, model_dir: Path) -> None:
@@ -212,7 +241,15 @@ def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: s
                         help=f"seed base: rollout i of task t samples with seed + t×n + i (default {seed}"
                         + (", unseeded)" if seed is None else ")"))
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
+    add_router_policy(parser)
     record_option(parser)
+
+
+def add_router_policy(parser: argparse.ArgumentParser) -> None:
+    """`--router-policy`, as Miles' `--sglang-router-policy` reads it."""
+    parser.add_argument("--router-policy", choices=ROUTER_POLICIES, default=None,
+                        help="the SGLang router's policy (its --policy); consistent_hashing/manual: every engine "
+                        "call of an episode carries X-SMG-Routing-Key = its trace id (default: no routing key)")
 
 
 def add_job_commands(commands: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from adapter import __version__
 from adapter.cli.check import add_check_command
-from adapter.cli.commands import add_job_commands
+from adapter.cli.commands import add_job_commands, add_router_policy
 from adapter.cli.help_text import (
     COMPAT_HELP,
     MILES_COMMAND_HELP,
@@ -46,6 +46,7 @@ def _versions(_: argparse.Namespace) -> int:
 async def _serve_bridge_async(args: argparse.Namespace) -> int:
     from adapter.bridge.handler import create_app
     from adapter.bridge.serve import served
+    from adapter.cli.commands import ROUTER_FLAG
     from adapter.config.settings import Settings
     from adapter.engine.client import SGLangClient, Timeouts
     from adapter.engine.recording import start_recording
@@ -60,7 +61,8 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
     start_recording(args)
     engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout), max_in_flight=args.max_in_flight)
     try:
-        async with served(create_app(settings, engine, model=args.model), host=args.host, port=args.port) as url:
+        app = create_app(settings, engine, model=args.model, flags=ROUTER_FLAG)
+        async with served(app, host=args.host, port=args.port) as url:
             print(f"vf-sglang bridge ready at {url} (engine {args.sglang_url})", flush=True)
             await asyncio.Event().wait()  # until interrupted
     finally:
@@ -104,8 +106,7 @@ def _add_serve_bridge(commands: Any) -> None:
     serve.add_argument("--max-context-len", type=int, default=None, help="the engine's context length")
     serve.add_argument("--max-prompt-len", type=int, default=None, help="cap on each session's first prompt")
     serve.add_argument("--max-response-len", type=int, default=None, help="cap on tokens per turn")
-    serve.add_argument("--router-policy", default=None,
-                       help="the SGLang router policy; consistent_hashing/manual route by session id")
+    add_router_policy(serve)
     serve.add_argument("--read-timeout", type=_positive_seconds, default=600.0,
                        help="seconds one /generate attempt may take, whole body included (finite, > 0)")
     serve.add_argument("--max-in-flight", type=int, default=512,

@@ -44,7 +44,9 @@ ROLLOUT_HELP = CommandHelp(
     description="Run --groups task groups of --n rollouts each of a Verifiers V1 EnvConfig against a\n"
                 "running SGLang server (or router), through the same pipeline as `demo`, print the\n"
                 "per-sample table and write the samples as JSONL. The engine, the tokenizer and every\n"
-                "option are checked before the first episode.",
+                "option are checked before the first episode. Behind the SGLang router, pass its policy\n"
+                "with --router-policy (docs/router.md). Exit status 3: the batch is complete, but groups\n"
+                "were dropped and replaced on the way (the summary line counts them by reason).",
     example="vf-sglang rollout --sglang-url http://127.0.0.1:30000 --config fixtures/envs/arith-v1.toml "
             "--model Qwen/Qwen3-0.6B --groups 2 --n 4",
 )
@@ -93,8 +95,10 @@ COMPAT_HELP = CommandHelp(
 
 CHECK_HELP = CommandHelp(
     summary="preflight a live SGLang server: the adapter's wire checks as a table (exit 0 when they pass)",
-    description="Run the live conformance checks (the same as `pytest -m live`) against an SGLang server or\n"
-                "router before a long training run; with --config also one real episode group.",
+    description="Run the live server checks (the same as `pytest -m live`) against an SGLang server or\n"
+                "router before a long training run; with --config also one real episode group. Behind a\n"
+                "router, --router-policy consistent_hashing makes the routing row required (one key must\n"
+                "stick to one worker; docs/router.md).",
     example="vf-sglang check --sglang-url http://127.0.0.1:30000 --config fixtures/envs/arith-v1.toml "
             "--tokenizer /ckpt/Qwen3-0.6B",
 )

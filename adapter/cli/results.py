@@ -2,7 +2,8 @@
 
 Consumes groups of Miles-shaped samples (`reward`, `status`, `group_index`, `metadata`,
 `response_length`, `to_dict()`; a multi-branch rollout's samples nested as one list entry);
-emits text and a file (one flat row per sample). No I/O besides the file written.
+emits text and a file (one flat row per sample), and the summary of a batch's dropped groups
+(from its `rollout/drop/<reason>` metrics). No I/O besides the file written.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,25 @@ def write_jsonl(path: Path, groups: list[list[Any]]) -> int:
         for row in rows:
             handle.write(json.dumps(row, default=str) + "\n")
     return len(rows)
+
+
+# Train metrics count each drop reason under this prefix (adapter.rollout.orchestrator).
+DROP_METRIC = "rollout/drop/"
+
+
+def dropped_groups(metrics: Mapping[str, float]) -> dict[str, int]:
+    """Groups dropped (and replaced) during a train batch, by reason, from its metrics."""
+    return {name.removeprefix(DROP_METRIC): int(count) for name, count in sorted(metrics.items())
+            if name.startswith(DROP_METRIC) and count}
+
+
+def format_drops(drops: Mapping[str, int]) -> str:
+    """`; 3 groups dropped and replaced (trace_error ×2, episode_error ×1)`, or "" for none."""
+    if not drops:
+        return ""
+    total = sum(drops.values())
+    reasons = ", ".join(f"{reason} ×{count}" for reason, count in drops.items())
+    return f"; {total} group{'s' if total != 1 else ''} dropped and replaced ({reasons})"
 
 
 def _scalar(reward: Any) -> float:

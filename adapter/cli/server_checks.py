@@ -1,17 +1,23 @@
 """The live server checks `vf-sglang check` runs (and `pytest -m live` reuses), one verdict each.
 
 Consumes: an `SGLangClient` pointed at a server or router, and the server's `/model_info` and
-`/server_info` (or their older names, `adapter.engine.probe.MODEL_INFO_PATHS`; `ServerFacts`).
-Emits one `CheckResult` per check (`run_checks`): pass, fail (with what was seen) or skip (with
-why). Each check speaks the adapter's own code path (`wire.to_sglang_request`, the client,
-`wire.to_renderers_response`), so a server whose output the adapter would reject fails with the
-adapter's own typed error.
+`/server_info` (or their older names, `adapter.engine.probe.MODEL_INFO_PATHS`; `ServerFacts`),
+read from a worker when the address is a router (`Topology.fact_source`: sglang-router 0.3.2's
+own `/get_server_info` is its summary, not an engine's). Emits one `CheckResult` per check
+(`run_checks`): pass, fail (with what was seen) or skip (with why). Each check speaks the
+adapter's own code path (`wire.to_sglang_request`, the client, `wire.to_renderers_response`), so
+a server whose output the adapter would reject fails with the adapter's own typed error.
 
 Each verdict is explicit (`_expect` raises `CheckFailed`; no bare `assert`, which `python -O`
 strips), and a check that raises anything else is that check's failure, not the end of the table.
 Required checks decide the exit status of `vf-sglang check`; the input-limit check only
-informs. Determinism is checked only when the server reports `enable_deterministic_inference`
-(SGLang ignores `sampling_seed` otherwise).
+informs. Behind a router, the routing check sends one routing key `SAME_KEY_PROBES` times
+(one worker must answer them all, by `x-smg-routed-worker-id`) and then different keys until a
+second worker answers (at most `SPREAD_PROBES`): it fails under round_robin and random. It is
+required under `--router-policy consistent_hashing`/`manual`, informs without the flag, and is
+skipped under round_robin; the router-retries row informs (smg does not report its setting).
+Determinism is checked only when the server reports `enable_deterministic_inference` (SGLang
+ignores `sampling_seed` otherwise).
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adapter.config.settings import Settings
+from adapter.bridge.handler import ENGINE_ATTEMPTS_PER_TURN
+from adapter.cli.routing import ROUTER_RETRY_FLAG, SMG_DEFAULT_RETRIES
+from adapter.config.settings import ROUTING_KEY_POLICIES, Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, first_served, speaks_sglang
+from adapter.engine.topology import ROUTED_WORKER_HEADER, Topology
 from adapter.errors import EngineAbortedError, EngineError, EngineStatusError, VfSglangError
 from adapter.wire.translate import to_renderers_response, to_sglang_request
 from adapter.wire.types import EngineOutput
@@ -34,6 +43,10 @@ from adapter.wire.types import EngineOutput
 PROBE_PROMPT = [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
 NOT_DETERMINISTIC = "skipped: server not started with --enable-deterministic-inference"
 Status = Literal["pass", "fail", "skip"]
+SAME_KEY_PROBES = 10  # one key this many times: a key-blind router with 2 workers splits them (p ≤ 2⁻⁹)
+SPREAD_PROBES = 32  # different keys until a second worker answers
+ROUTING_CHECK = "routing by X-SMG-Routing-Key"
+KEYED = Settings(sglang_router_policy="consistent_hashing")
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,7 @@ class CheckResult:
 class ServerFacts:
     model_info: dict[str, Any] | None
     server_info: dict[str, Any] | None
+    topology: Topology | None = None  # None: not looked at (a single server is assumed)
 
     @property
     def speaks_sglang(self) -> bool:
@@ -75,11 +89,19 @@ class ServerFacts:
         value = (self.server_info or {}).get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+    @property
+    def behind_router(self) -> bool:
+        return self.topology is not None and self.topology.is_router
+
     def describe(self) -> str:
         info, server = self.model_info or {}, self.server_info or {}
         if server.get("version"):
-            return f"{info.get('model_path')} on SGLang {server['version']}"
-        return f"{info.get('model_path')} ({server.get('engine') or 'SGLang version unknown'})"
+            engine = f"{info.get('model_path')} on SGLang {server['version']}"
+        else:
+            engine = f"{info.get('model_path')} ({server.get('engine') or 'SGLang version unknown'})"
+        if self.topology is not None and self.topology.is_router:
+            return f"{engine}, read from {self.topology.fact_source}, behind the {self.topology.describe()}"
+        return engine
 
 
 def probe_body(max_tokens: int = 8, **sampling: Any) -> dict[str, Any]:
@@ -110,9 +132,14 @@ _NOT_SERVED = object()
 
 
 async def read_facts(engine: SGLangClient) -> ServerFacts:
+    """The address's topology, then the model and server info of the engine: a worker's behind a
+    router (`Topology.fact_source`), the address's own otherwise."""
+    topology = await engine.discover()
+    source = topology.fact_source
+
     async def fetch(path: str) -> Any:
         try:
-            return await engine.get(path)
+            return await engine.get(path, at=source)
         except EngineStatusError as exc:
             if exc.status_code == 404:
                 return _NOT_SERVED
@@ -125,7 +152,7 @@ async def read_facts(engine: SGLangClient) -> ServerFacts:
             return None
         return found if isinstance(found, dict) else None
 
-    return ServerFacts(await body(MODEL_INFO_PATHS), await body(SERVER_INFO_PATHS))
+    return ServerFacts(await body(MODEL_INFO_PATHS), await body(SERVER_INFO_PATHS), topology)
 
 
 async def _logprobs(engine: SGLangClient, facts: ServerFacts) -> str:
@@ -171,12 +198,34 @@ async def _abort(engine: SGLangClient, facts: ServerFacts) -> str:
     raise CheckFailed(f"the request finished {response['choices'][0]['finish_reason']!r} despite abort_all")
 
 
+async def _routed_to(engine: SGLangClient, key: str) -> str | None:
+    """The worker the router named for one one-token probe carrying routing key `key`."""
+    request = to_sglang_request(probe_body(max_tokens=1), settings=KEYED, session_id=key, first_turn=True)
+    return (await engine.generate_routed(request)).worker
+
+
 async def _routing(engine: SGLangClient, facts: ServerFacts) -> str:
-    workers = await engine.worker_urls()
-    if workers == [engine.base_url]:
+    if not facts.behind_router:
         raise _Skip("not a router (neither /workers nor /list_workers listed workers)")
-    await check_generate(engine, Settings(sglang_router_policy="consistent_hashing"))
-    return f"X-SMG-Routing-Key accepted by the router ({len(workers)} workers)"
+    same = [await _routed_to(engine, "vf-sglang-check-same-key") for _ in range(SAME_KEY_PROBES)]
+    if None in same:
+        raise _Skip(f"the router names no worker ({ROUTED_WORKER_HEADER}): where a key went cannot be seen")
+    workers = sorted(set(same), key=same.index)
+    _expect(len(workers) == 1, (
+        f"one X-SMG-Routing-Key went to {len(workers)} workers in {SAME_KEY_PROBES} requests "
+        f"({', '.join(f'{w} ×{same.count(w)}' for w in workers)}): the router does not route by key (round_robin, "
+        "random, ...): start it with --policy consistent_hashing"))
+    listed = len(facts.topology.workers) if facts.topology is not None else 1
+    if listed < 2:
+        return f"one key → one worker ({SAME_KEY_PROBES}/{SAME_KEY_PROBES}); one worker listed: spread not checked"
+    seen = set(workers)
+    for index in range(SPREAD_PROBES):
+        seen.add(await _routed_to(engine, f"vf-sglang-check-key-{index}"))
+        if len(seen) > 1:
+            break
+    _expect(len(seen) > 1, f"{SPREAD_PROBES + 1} different keys all went to {workers[0]} of {listed} workers")
+    return (f"one key → one worker ({SAME_KEY_PROBES}/{SAME_KEY_PROBES}); different keys → "
+            f"{len(seen)} of {listed} workers")
 
 
 async def _determinism(engine: SGLangClient, facts: ServerFacts) -> str:
@@ -208,20 +257,44 @@ CHECKS: dict[str, Check] = {
     "stop ids honoured": _stop_ids,
     "finish reasons known": _finish_reasons,
     "abort reported as abort": _abort,
-    "routing header through a router": _routing,
+    ROUTING_CHECK: _routing,
     "same seed, same tokens": _determinism,
 }
 
 
-async def run_check(name: str, engine: SGLangClient, facts: ServerFacts) -> CheckResult:
+async def run_check(name: str, engine: SGLangClient, facts: ServerFacts, *, required: bool = True) -> CheckResult:
     try:
-        return CheckResult(name, "pass", await CHECKS[name](engine, facts))
+        return CheckResult(name, "pass", await CHECKS[name](engine, facts), required)
     except _Skip as skip:
-        return CheckResult(name, "skip", str(skip))
+        return CheckResult(name, "skip", str(skip), required)
     except (CheckFailed, VfSglangError) as exc:
-        return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}")
+        return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}", required)
     except Exception as exc:  # a check that breaks is that check's failure; the table goes on
-        return CheckResult(name, "fail", f"unexpected {type(exc).__name__}: {exc}")
+        return CheckResult(name, "fail", f"unexpected {type(exc).__name__}: {exc}", required)
+
+
+async def routing_check(engine: SGLangClient, facts: ServerFacts, policy: str | None) -> CheckResult:
+    """The routing check as `--router-policy` asks: required for a keyed policy, informs
+    without one (the detail says what to pass), skipped for one that sends no key."""
+    if policy is not None and policy not in ROUTING_KEY_POLICIES:
+        return CheckResult(ROUTING_CHECK, "skip", f"skipped: --router-policy {policy} sends no routing key",
+                           required=False)
+    result = await run_check(ROUTING_CHECK, engine, facts, required=policy is not None)
+    if policy is None and result.status == "pass":
+        return CheckResult(result.name, "pass", f"{result.detail}: the router routes by key; pass "
+                           "--router-policy consistent_hashing to the jobs", required=False)
+    return result
+
+
+def retries_check(facts: ServerFacts) -> CheckResult | None:
+    """Behind a router, what its retries do to the per-turn attempt budget (informs only)."""
+    if not facts.behind_router:
+        return None
+    attempts, calls = ENGINE_ATTEMPTS_PER_TURN, ENGINE_ATTEMPTS_PER_TURN * SMG_DEFAULT_RETRIES
+    return CheckResult("router retries", "skip", (
+        f"not readable from the router: the adapter's {attempts} engine attempts per model turn hold only when "
+        f"smg runs with {ROUTER_RETRY_FLAG} (its default --retry-max-retries {SMG_DEFAULT_RETRIES} makes them up "
+        f"to {calls} worker calls; docs/router.md)"), required=False)
 
 
 def context_check(facts: ServerFacts, model_max: int | None, *, tokenizer: str | None = None) -> CheckResult:
@@ -240,6 +313,8 @@ def context_check(facts: ServerFacts, model_max: int | None, *, tokenizer: str |
 
 
 async def run_checks(engine: SGLangClient, facts: ServerFacts, *, model_max: int | None = None,
-                     tokenizer: str | None = None) -> list[CheckResult]:
-    results = [await run_check(name, engine, facts) for name in CHECKS]
-    return [*results, context_check(facts, model_max, tokenizer=tokenizer)]
+                     tokenizer: str | None = None, router_policy: str | None = None) -> list[CheckResult]:
+    results = [await routing_check(engine, facts, router_policy) if name == ROUTING_CHECK
+               else await run_check(name, engine, facts) for name in CHECKS]
+    extra = [retries_check(facts), context_check(facts, model_max, tokenizer=tokenizer)]
+    return [*results, *(row for row in extra if row is not None)]

@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# The SGLang router policies Miles launches its router with (`--sglang-router-policy`); the
+# `vf-sglang` commands offer the same (`--router-policy`).
+ROUTER_POLICIES = ("consistent_hashing", "round_robin", "manual")
 # The router policies under which SGLang's router needs a routing key per session.
 ROUTING_KEY_POLICIES = frozenset({"consistent_hashing", "manual"})
 

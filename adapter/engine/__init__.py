@@ -2,6 +2,7 @@
 
 Owns: the SGLang HTTP client with its timeouts, retries and attempt budget (`client`), its httpx
 transport on aiohttp (`transport`), cassette recording (`recording`), the server/model probes
-(`probe`), and the loopback proxy bypass (`proxies`).
+(`probe`), what sits at an engine address: one server or the SGLang router and its workers
+(`topology`), and the loopback proxy bypass (`proxies`).
 May import: `adapter.errors`, `adapter.config`, `adapter.wire`.
 """

@@ -1,5 +1,10 @@
 """The SGLang HTTP client: `/generate`, worker discovery and `abort_all`, with bounded I/O.
 
+Behind the SGLang router: `discover()` classifies the address (`adapter.engine.topology`: a router
+listing its workers, or one server), `topology()` remembers that verdict per address,
+`generate_routed` also returns the worker the router named for the call
+(`x-smg-routed-worker-id`), and `abort_all` posts to every worker (the router does not route it).
+
 Concurrency (docs/contract.md §8.3): at most `max_in_flight` requests are on the wire at once (Miles'
 `sglang_server_concurrency × rollout_num_gpus // rollout_num_gpus_per_engine`; callers pass
 `Settings.max_in_flight`). A semaphore gates them, and the transport holds the same number of
@@ -34,11 +39,18 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
 from adapter.engine.probe import SERVER_INFO_PATHS, first_served
+from adapter.engine.topology import (
+    MILES_ROUTER_LISTINGS,
+    ROUTED_WORKER_HEADER,
+    WORKER_LISTINGS,
+    Topology,
+    listed_workers,
+)
 from adapter.engine.transport import EngineTransport
 from adapter.errors import (
     ConfigurationError,
@@ -112,6 +124,22 @@ class AttemptBudget:
         return True
 
 
+class Answer(NamedTuple):
+    """One engine call's parsed body and the worker a router says served it (its
+    `x-smg-routed-worker-id`; None when no router named one)."""
+
+    body: Any
+    worker: str | None
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A `/generate` output and the worker the router routed it to (None: no router said)."""
+
+    output: EngineOutput
+    worker: str | None
+
+
 def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
 
@@ -174,6 +202,8 @@ class SGLangClient:
         self._timeout = {"connect": min(t.connect, t.read), "read": t.read, "write": min(t.write, t.read),
                          "pool": t.read}
         self._slots = asyncio.Semaphore(max_in_flight)
+        self._topologies: dict[str, Topology] = {}  # base URL → what discovery found there
+        self._discovering = asyncio.Lock()
 
     @property
     def base_url(self) -> str:
@@ -183,7 +213,7 @@ class SGLangClient:
     async def aclose(self) -> None:
         await self._transport.aclose()
 
-    async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Any:
+    async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Answer:
         request = httpx.Request(method, _parsed(url), content=content, extensions={"timeout": self._timeout}, headers={
             **headers, **({"content-type": "application/json"} if content is not None else {})})
         response = await self._transport.handle_async_request(request)
@@ -196,10 +226,11 @@ class SGLangClient:
                                       status_code=502)
         finally:
             await response.aclose()
-        return _result(method, url, response, bytes(body), self.max_body_bytes)
+        parsed = _result(method, url, response, bytes(body), self.max_body_bytes)
+        return Answer(parsed, response.headers.get(ROUTED_WORKER_HEADER))
 
     async def _send_once(self, method: str, url: str, *, content: bytes | None = None,
-                         headers: Mapping[str, str] | None = None) -> Any:
+                         headers: Mapping[str, str] | None = None) -> Answer:
         async with self._slots:
             self.calls += 1
             self.in_flight += 1
@@ -220,8 +251,9 @@ class SGLangClient:
                 self.in_flight -= 1
 
     async def _request(self, method: str, path: str, *, content: bytes | None = None,
-                       headers: Mapping[str, str] | None = None, budget: AttemptBudget | None = None) -> Any:
-        url = f"{self.base_url}{path}"
+                       headers: Mapping[str, str] | None = None, budget: AttemptBudget | None = None,
+                       origin: str | None = None) -> Answer:
+        url = f"{(origin or self.base_url).rstrip('/')}{path}"
         budget = budget or AttemptBudget(self.retry.max_attempts)
         attempt = 0
         while True:
@@ -241,38 +273,59 @@ class SGLangClient:
     async def generate(self, request: SGLangRequest, *, budget: AttemptBudget | None = None) -> EngineOutput:
         """`POST /generate` with the translated payload and routing headers; the answer is parsed
         once, here, into the validated `EngineOutput` that translation and the stats both read."""
-        output = await self._request("POST", "/generate", content=dumps(request.payload),
+        return (await self.generate_routed(request, budget=budget)).output
+
+    async def generate_routed(self, request: SGLangRequest, *, budget: AttemptBudget | None = None) -> Routed:
+        """`generate`, with the worker the router named for the call (`x-smg-routed-worker-id`)."""
+        answer = await self._request("POST", "/generate", content=dumps(request.payload),
                                      headers=request.headers, budget=budget)
-        return parse_engine_output(output)
+        return Routed(parse_engine_output(answer.body), answer.worker)
 
-    async def get(self, path: str) -> Any:
-        return await self._request("GET", path)
+    async def get(self, path: str, *, at: str | None = None) -> Any:
+        """`GET path` at the address (or at `at`, e.g. one of a router's workers)."""
+        return (await self._request("GET", path, origin=at)).body
 
-    async def worker_urls(self) -> list[str]:
-        """Workers behind the router: SGLang's `/workers`, else Miles' `/list_workers`;
-        the address itself when neither answers (a single server without a router)."""
-        probes = ["/list_workers"] if self.use_miles_router else ["/workers", "/list_workers"]
-        for path in probes:
+    async def discover(self) -> Topology:
+        """What is at the address now: a router (its worker listing, `WORKER_LISTINGS`; Miles'
+        router only the older one) or one server (no listing answers). Asked anew each call; a
+        verdict every listing gave an answer to (an error status counts) is remembered for
+        `topology()`, one an unreachable address left open is not."""
+        base, settled = self.base_url, True
+        for path in MILES_ROUTER_LISTINGS if self.use_miles_router else WORKER_LISTINGS:
             try:
-                body = await self._send_once("GET", f"{self.base_url}{path}")
+                body = (await self._send_once("GET", f"{base}{path}")).body
             except EngineError as exc:
                 logger.debug("worker discovery via %s failed: %s", path, exc)
+                settled = settled and isinstance(exc, EngineStatusError)
                 continue
-            if isinstance(body, Mapping) and isinstance(body.get("workers"), list):
-                return [w["url"] for w in body["workers"] if isinstance(w, Mapping) and w.get("url")]
-            if isinstance(body, Mapping) and isinstance(body.get("urls"), list):
-                return [str(url) for url in body["urls"]]
-        return [self.base_url]
+            workers = listed_workers(body)
+            if workers is not None:
+                self._topologies[base] = Topology(base, path, workers)
+                return self._topologies[base]
+        if settled:
+            self._topologies[base] = Topology(base)
+        return Topology(base)
+
+    async def topology(self) -> Topology:
+        """`discover()`, asked once per address (the address is read per call: a trainer may
+        fill it in late) and remembered: whether a router is there does not change mid-run."""
+        async with self._discovering:
+            known = self._topologies.get(self.base_url)
+            return known if known is not None else await self.discover()
+
+    async def worker_urls(self) -> list[str]:
+        """Where engine-level calls go now: the router's workers (listed anew), else the address."""
+        return list((await self.discover()).engine_urls)
 
     async def server_info(self) -> dict[str, Any] | None:
         """A worker's `/server_info` (older servers: `/get_server_info`), read from the first
         worker behind a router (a router's own summary is not the engine's); None when no
         worker answers one (logged: the caller then knows nothing about the server)."""
-        worker = (await self.worker_urls() or [self.base_url])[0].rstrip("/")
+        worker = (await self.discover()).fact_source
 
         async def fetch(path: str) -> Any:
             try:
-                return await self._send_once("GET", f"{worker}{path}")
+                return (await self._send_once("GET", f"{worker}{path}")).body
             except EngineStatusError as exc:
                 if exc.status_code == 404:
                     return _NOT_SERVED

@@ -10,13 +10,14 @@ Emits one file per run, `DIR/<UTC time>-<pid>.jsonl`:
      "model_info": {...} | null, "server_info": {...} | null}
     {"kind": "exchange", "started_at", "elapsed_s",
      "request": {"method", "path", "headers": {x-* headers}, "body": JSON | text | null},
-     "response": {"status", "body": JSON | text | null},
+     "response": {"status", "headers": {x-* headers}, "body": JSON | text | null},
      "adapter": {"token_ids", "logprobs", "finish_reason"} | {"error": <adapter error type>}}
 
 `adapter` is the adapter's own reading of a `/generate` answer (`wire.to_renderers_response`)
-at record time; replaying (`conformance.replay`) reads the recorded response again and must
-get the same reading, so a changed reading or an edited response fails. Only `x-*` request
-headers are kept (the routing key); nothing else of the environment is written.
+at record time; replaying (the test layer's cassette replay) reads the recorded response again and must
+get the same reading, so a changed reading or an edited response fails. Only `x-*` headers are
+kept: the routing key asked for, and the worker a router named (`x-smg-routed-worker-id`);
+nothing else of the environment is written.
 
 `install(recorder)` makes every `SGLangClient` built afterwards in this process record (the
 CLI's `--record DIR`); `SGLangClient(wrap_transport=recorder.wrap)` does it for one client.
@@ -70,6 +71,10 @@ def adapter_reading(path: str, status: int, body: Any) -> dict[str, Any] | None:
             "logprobs": [item["logprob"] for item in choice["logprobs"]["content"]]}
 
 
+def _x_headers(headers: httpx.Headers) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-")}
+
+
 class CassetteRecorder:
     """Writes one cassette; `wrap` is the `SGLangClient(wrap_transport=...)` hook."""
 
@@ -114,14 +119,14 @@ class CassetteRecorder:
                 "model": (model_info or {}).get("model_path"), "model_info": model_info, "server_info": server_info,
             })  # fmt: skip
 
-    def exchange(self, request: httpx.Request, status: int, content: bytes, started: str, elapsed: float) -> None:
-        path = request.url.path
-        body = decode_body(content)
+    def exchange(self, request: httpx.Request, response: httpx.Response, started: str, elapsed: float) -> None:
+        path, status = request.url.path, response.status_code
+        body = decode_body(response.content)
         self._write({
             "kind": "exchange", "started_at": started, "elapsed_s": round(elapsed, 6),
             "request": {"method": request.method, "path": path, "body": decode_body(request.content),
-                        "headers": {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("x-")}},
-            "response": {"status": status, "body": body},
+                        "headers": _x_headers(request.headers)},
+            "response": {"status": status, "headers": _x_headers(response.headers), "body": body},
             "adapter": adapter_reading(path, status, body),
         })  # fmt: skip
 
@@ -143,7 +148,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         replayed = httpx.Response(response.status_code, headers=response.headers, content=raw,
                                   extensions=response.extensions)
         decoded = httpx.Response(response.status_code, headers=response.headers, content=raw)
-        self.recorder.exchange(request, response.status_code, decoded.content, started, time.perf_counter() - clock)
+        self.recorder.exchange(request, decoded, started, time.perf_counter() - clock)
         return replayed
 
     async def aclose(self) -> None:

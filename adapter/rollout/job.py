@@ -90,6 +90,7 @@ def prepare_orchestrator(
         tokenizer_path=local_tokenizer,
         hooks=hooks or RolloutHooks(),
         use_miles_router=settings.use_miles_router,
+        flags=job.flags,
     )
 
 

@@ -30,7 +30,7 @@ import logging
 import os
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,7 @@ class Orchestrator:
     # The server samples deterministically (`/server_info`, read by the CLI jobs; under Miles its
     # --sglang-enable-deterministic-inference is the server's own flag, so Settings says it).
     server_deterministic: bool = False
+    flags: Mapping[str, str] | None = None  # Settings field → the running command's flag, for refusals
     _cursor: int | None = None
     _order: list[int] = field(default_factory=list)
     _train: _Counters = field(default_factory=_Counters)
@@ -132,7 +133,7 @@ class Orchestrator:
         bypass_proxies_for_loopback()  # the served bridge and the harness' calls stay direct
         engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router,
                               max_in_flight=settings.max_in_flight)
-        app = create_app(settings, engine, model=self.model)
+        app = create_app(settings, engine, model=self.model, flags=self.flags)
         self._bridge = app.state.bridge
         client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
                                           renderer_model_name=settings.renderer_model_name,

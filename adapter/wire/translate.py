@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from adapter.config.rules import FlagNames
 from adapter.config.settings import MILES_LORA_NAME, Settings
 from adapter.errors import (
     EngineAbortedError,
@@ -62,7 +63,14 @@ SGLANG_SAMPLING_KEYS = frozenset({
     "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
     "no_stop_trim", "custom_params", "stream_interval", "logit_bias", "sampling_seed",
 })  # fmt: skip
-SGLANG_CHECKED_VERSIONS = ("0.5.15", "0.5.23")
+SGLANG_CHECKED_VERSIONS = ("0.5.15", "0.5.16", "0.5.23")
+# Sampling keys the SGLang router (smg 1.13.0, measured: docs/router.md) drops when it re-serializes
+# a `/generate` body, so a worker behind it never sees them. `logit_bias` and `stop_regex` change
+# what is sampled; `stream_interval` and `spaces_between_special_tokens` only the streaming and the
+# detokenized `text` (which the adapter never reads). A request carrying any of them behind a router
+# is refused, naming them (`router_dropped_keys`; the bridge decides whether a router is there),
+# rather than sampled without them. The adapter itself sends none of them.
+ROUTER_DROPPED_KEYS = frozenset({"logit_bias", "stop_regex", "stream_interval", "spaces_between_special_tokens"})
 # Finish reasons passed through to Renderers unchanged. `abort` is an error, anything else too.
 FINISH_REASONS = frozenset({"stop", "length"})
 # log_softmax can round a certain token's logprob to a hair above zero; more is a wrong value.
@@ -99,17 +107,35 @@ def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
     )
 
 
-def routing_headers(session_id: str | None, settings: Settings) -> dict[str, str]:
-    """The SGLang router's routing header for policies that pin a session to one worker."""
+def routing_headers(session_id: str | None, settings: Settings, *,
+                    flags: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The SGLang router's routing header for policies that pin a session to one worker.
+    `flags` names the router-policy option as the running command spells it (default: Miles')."""
     if not settings.needs_routing_key:
         return {}
     if not session_id:
+        flag = FlagNames(flags or {})["sglang_router_policy"]
         raise UnsupportedRequestError(
-            f"--sglang-router-policy {settings.sglang_router_policy} routes every request by "
+            f"{flag} {settings.sglang_router_policy} routes every request by "
             f"session, but this request has no {SESSION_ID_HEADER} header: send requests "
             "through Verifiers' TrainClient (it sets the header) or use another router policy"
         )
     return {ROUTING_KEY_HEADER: session_id}
+
+
+def router_dropped_keys(request: SGLangRequest) -> list[str]:
+    """The sampling keys of `request` that the SGLang router would drop (`ROUTER_DROPPED_KEYS`)."""
+    return sorted(ROUTER_DROPPED_KEYS.intersection(request.payload["sampling_params"]))
+
+
+def refuse_router_dropped(keys: Sequence[str], router: str) -> UnsupportedRequestError:
+    """The refusal of a request whose `keys` the router at `router` would drop."""
+    return UnsupportedRequestError(
+        f"sampling_params {list(keys)} would be dropped by the SGLang router at {router} (it re-serializes "
+        f"/generate bodies without {', '.join(sorted(ROUTER_DROPPED_KEYS))}), so the engine would sample "
+        "without them: remove them from the taskset's sampling config, or point the adapter at one "
+        "SGLang server instead of the router"
+    )
 
 
 def _merge_stop_ids(renderer_ids: Sequence[int] | None, trainer_ids: Sequence[int] | None) -> list[int]:
@@ -141,15 +167,14 @@ def _sampling_params(body: GenerateBody, prompt_len: int, settings: Settings) ->
     if unknown:
         raise UnsupportedRequestError(
             f"sampling_params {unknown} are not SGLang sampling parameters (SamplingParams of sglang "
-            f"{' and '.join(SGLANG_CHECKED_VERSIONS)} refuses them with HTTP 400): remove them from the "
-            "taskset's sampling config"
+            f"{', '.join(SGLANG_CHECKED_VERSIONS[:-1])} and {SGLANG_CHECKED_VERSIONS[-1]} refuses them with "
+            "HTTP 400): remove them from the taskset's sampling config"
         )
     if not params.get("stop") and settings.rollout_stop:
         params["stop"] = list(settings.rollout_stop)
     params["stop_token_ids"] = _merge_stop_ids(incoming.stop_token_ids, settings.rollout_stop_token_ids)
     params["skip_special_tokens"] = settings.rollout_skip_special_tokens
     params["no_stop_trim"] = True
-    params["spaces_between_special_tokens"] = False
     params["n"] = 1
     budget = length_budget(prompt_len, params.pop("max_new_tokens", None), settings)
     if budget is not None:
@@ -167,11 +192,12 @@ def to_sglang_request(
     settings: Settings,
     session_id: str | None,
     first_turn: bool,
+    flags: Mapping[str, str] | None = None,
 ) -> SGLangRequest:
     """Translate one Renderers generate body (a dict, validated here into `GenerateBody`, or
     the model itself). `first_turn` is True for a session's first request and for requests
     with no session id: the trainer's max prompt length applies to those only (later turns
-    are bounded by the context length)."""
+    are bounded by the context length). `flags` names options in refusals (`routing_headers`)."""
     body = parse_generate_body(body)
     if body.features:
         raise UnsupportedRequestError(
@@ -193,7 +219,7 @@ def to_sglang_request(
         payload["priority"] = body.priority
     if body.cache_salt is not None:
         payload["extra_key"] = body.cache_salt
-    return SGLangRequest(payload=payload, headers=routing_headers(session_id, settings))
+    return SGLangRequest(payload=payload, headers=routing_headers(session_id, settings, flags=flags))
 
 
 def finish_reason_of(meta: MetaInfo) -> str:

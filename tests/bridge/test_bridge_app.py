@@ -11,6 +11,8 @@ import pytest
 from adapter.bridge.handler import create_app
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
+from adapter.errors import UnsupportedRequestError
+from adapter.wire.translate import ROUTER_DROPPED_KEYS
 from conformance.engine import Completion, Fault
 
 PROMPT = [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
@@ -162,3 +164,32 @@ async def test_a_bug_is_a_typed_500_internal_error(bridge, monkeypatch, door) ->
         reply = await handle_generate(app.state.bridge, body(), "s1")
         status, error = reply.status, orjson.loads(reply.body)["error"]
     assert status == 500 and error["type"] == "internal_error"
+
+
+@pytest.mark.parametrize("key", sorted(ROUTER_DROPPED_KEYS))
+async def test_a_key_the_router_would_drop_is_refused_behind_a_router_naming_it(bridge, sglang_mock, key) -> None:
+    sglang_mock.workers = ["http://w1.test:1", "http://w2.test:2"]  # a router: /workers lists them
+    client = await bridge()
+    sampling = {**body()["sampling_params"], key: {"7": 1.0} if key == "logit_bias" else 1}
+    response = await post(client, body(sampling_params=sampling))
+    assert response.status_code == 400 and response.json()["error"]["type"] == "configuration_error"
+    assert f"sampling_params ['{key}'] would be dropped by the SGLang router" in response.json()["error"]["message"]
+    assert sglang_mock.generate_requests() == []  # refused before any engine call
+    assert isinstance(client._transport.app.state.bridge.refusal, UnsupportedRequestError)  # the run stops on it
+
+
+async def test_the_same_key_reaches_a_single_server_and_the_router_look_is_asked_once(bridge, sglang_mock) -> None:
+    client = await bridge()
+    sampling = {**body()["sampling_params"], "logit_bias": {"7": 1.0}}
+    sglang_mock.script(Completion([40, 151645], [-0.3, -0.01]), Completion([40, 151645], [-0.3, -0.01]))
+    for _ in range(2):
+        assert (await post(client, body(sampling_params=sampling))).status_code == 200
+    assert sglang_mock.generate_requests()[0].body["sampling_params"]["logit_bias"] == {"7": 1.0}
+    assert [r.path for r in sglang_mock.requests].count("/workers") == 1
+
+
+async def test_requests_without_such_keys_never_ask_for_the_topology(bridge, sglang_mock) -> None:
+    client = await bridge()
+    sglang_mock.script(Completion([40, 151645], [-0.3, -0.01]))
+    assert (await post(client)).status_code == 200
+    assert [r.path for r in sglang_mock.requests] == ["/generate"]

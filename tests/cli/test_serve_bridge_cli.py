@@ -47,3 +47,31 @@ async def test_serve_bridge_needs_an_engine_url() -> None:
     _, err = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 2
     assert b"--sglang-url" in err
+
+
+async def test_a_request_without_a_session_is_refused_naming_serve_bridges_own_flag() -> None:
+    engine = ScriptedEngine()
+    async with served(asgi_app(engine)) as engine_url:
+        process = await asyncio.create_subprocess_exec(
+            VF_SGLANG, "serve-bridge", "--sglang-url", engine_url, "--router-policy", "consistent_hashing",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ))
+        try:
+            url = (await asyncio.wait_for(process.stdout.readline(), timeout=120)).decode().split()[4]
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                response = await client.post("/inference/v1/generate", json={
+                    "model": "m", "token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 8}})
+        finally:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert message.startswith("--router-policy consistent_hashing routes every request by session"), message
+    assert "--sglang-router-policy" not in message and engine.generate_requests() == []
+
+
+async def test_an_unknown_router_policy_is_refused_by_the_parser() -> None:
+    process = await asyncio.create_subprocess_exec(
+        VF_SGLANG, "serve-bridge", "--sglang-url", "http://e", "--router-policy", "cache_aware",
+        stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 2 and b"--router-policy: invalid choice: 'cache_aware'" in err

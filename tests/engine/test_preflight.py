@@ -22,6 +22,7 @@ from adapter.bridge.serve import served
 from adapter.cli.server_checks import read_facts
 from adapter.engine.client import SGLangClient
 from adapter.engine.probe import check_engine, check_vocab, resolve_tokenizer
+from adapter.engine.topology import WORKER_LISTINGS
 from adapter.errors import ConfigurationError
 from conformance.engine import ScriptedEngine, asgi_app
 
@@ -169,4 +170,5 @@ async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(q
         code, err, _ = await run_cli(["rollout", "--sglang-url", url, "--config", ARITH, "--model", "Qwen/Qwen3-0.6B",
                                       "--tokenizer", str(qwen3_tokenizer)], no_hub_env(tmp_path))
     assert code == 2 and "vocabulary of 1000" in err and "--tokenizer" in err
-    assert calls == []  # no generate call: refused before the first episode
+    # refused before the first episode: nothing asked but the router look (the worker listings)
+    assert [path for path in calls if path not in WORKER_LISTINGS] == []

@@ -16,7 +16,7 @@ from adapter.engine.client import SGLangClient
 from adapter.engine.recording import CassetteRecorder, install
 from adapter.errors import EngineError
 from adapter.wire.translate import to_sglang_request
-from conformance.engine import Completion, Fault, ScriptedEngine
+from conformance.engine import Completion, Fault, ScriptedEngine, by_key
 from conformance.replay import UnexpectedRequestError, load_cassette, replay_generate_calls
 
 CASSETTES = Path(__file__).resolve().parents[2] / "fixtures" / "cassettes"
@@ -47,6 +47,17 @@ async def test_a_recorded_run_has_a_header_and_one_line_per_exchange(sglang_mock
     assert exchanges[0]["request"]["body"] == probe().payload
     assert exchanges[0]["adapter"] == {"token_ids": [40, 151645], "logprobs": [-0.5, -0.01], "finish_reason": "stop"}
     assert exchanges[1]["adapter"] is None and exchanges[0]["elapsed_s"] >= 0
+
+
+async def test_the_worker_a_router_named_is_recorded_with_the_routing_key(sglang_mock, tmp_path: Path) -> None:
+    sglang_mock.route = by_key(["http://w1.test:1", "http://w2.test:2"])
+    sglang_mock.script(Completion([40, 151645], [-0.5, -0.01]))
+    keyed = to_sglang_request(probe_body(), settings=Settings(sglang_router_policy="manual"), session_id="trace-7",
+                              first_turn=True)
+    path = await record(sglang_mock, tmp_path, keyed)
+    (exchange,) = load_cassette(path).exchanges
+    assert exchange["request"]["headers"] == {"x-smg-routing-key": "trace-7"}
+    assert exchange["response"]["headers"]["x-smg-routed-worker-id"] in {"http://w1.test:1", "http://w2.test:2"}
 
 
 async def test_install_makes_every_new_client_record(sglang_mock: ScriptedEngine, tmp_path: Path) -> None:

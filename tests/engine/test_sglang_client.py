@@ -19,7 +19,7 @@ from adapter.errors import (
     EngineUnavailableError,
 )
 from adapter.wire.translate import SGLangRequest
-from conformance.engine import Completion, Fault
+from conformance.engine import Completion, Fault, by_key
 from conformance.mocking import ENGINE_MOCKER
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.0, max_backoff=0.0)
@@ -166,3 +166,58 @@ async def test_abort_all_never_raises() -> None:
     unset = SGLangClient(lambda: router_url(Namespace()))
     assert await unset.abort_all() == []
     await unset.aclose()
+
+
+async def test_generate_routed_names_the_worker_the_router_picked(sglang_mock) -> None:
+    sglang_mock.route = by_key(["http://w1.test:1", "http://w2.test:2"])
+    engine = SGLangClient(sglang_mock.url, retry=FAST_RETRY)
+    sglang_mock.script(Completion([5], [-0.1]), Completion([5], [-0.1]))
+    first, second = (await engine.generate_routed(REQUEST)), (await engine.generate_routed(REQUEST))
+    await engine.aclose()
+    assert first.worker == second.worker in {"http://w1.test:1", "http://w2.test:2"}
+    assert first.output.output_ids == [5]
+
+
+async def test_a_single_server_names_no_worker(client, sglang_mock) -> None:
+    sglang_mock.script(Completion([5], [-0.1]))
+    assert (await client.generate_routed(REQUEST)).worker is None
+
+
+async def test_discovery_tells_a_router_from_a_server_and_remembers_it() -> None:
+    router = "http://router.test:30000"
+    with respx.mock(using=ENGINE_MOCKER, assert_all_called=True) as mock:
+        listing = mock.get(f"{router}/workers").respond(json={"workers": [{"url": "http://w1.test:1/"}]})
+        engine = SGLangClient(router)
+        topology = await engine.topology()
+        assert (topology.is_router, topology.workers, topology.fact_source) == (True, ("http://w1.test:1",),
+                                                                                "http://w1.test:1")
+        assert await engine.topology() is topology and listing.call_count == 1  # asked once
+        await engine.aclose()
+    with respx.mock(using=ENGINE_MOCKER, assert_all_called=True) as mock:
+        mock.get(f"{router}/workers").respond(404)
+        mock.get(f"{router}/list_workers").respond(404)
+        engine = SGLangClient(router)
+        assert not (await engine.topology()).is_router
+        assert (await engine.topology()).engine_urls == (router,)
+        await engine.aclose()
+
+
+async def test_an_unreachable_address_is_not_remembered_as_a_single_server() -> None:
+    router = "http://router.test:30000"
+    with respx.mock(using=ENGINE_MOCKER) as mock:
+        listing = mock.get(f"{router}/workers")
+        listing.side_effect = [httpx.ConnectError("down"), httpx.Response(200, json={"urls": ["http://w.test:1"]})]
+        mock.get(f"{router}/list_workers").mock(side_effect=httpx.ConnectError("down"))
+        engine = SGLangClient(router)
+        assert not (await engine.topology()).is_router  # nothing answered: no verdict kept
+        assert (await engine.topology()).workers == ("http://w.test:1",)
+        await engine.aclose()
+
+
+async def test_miles_router_is_asked_only_its_own_listing() -> None:
+    router = "http://router.test:30000"
+    with respx.mock(using=ENGINE_MOCKER, assert_all_called=True) as mock:
+        mock.get(f"{router}/list_workers").respond(json={"urls": ["http://w.test:1"]})
+        engine = SGLangClient(router, use_miles_router=True)
+        assert (await engine.discover()).listed_by == "/list_workers"
+        await engine.aclose()

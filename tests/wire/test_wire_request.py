@@ -14,7 +14,14 @@ import pytest
 
 from adapter.config.settings import Settings
 from adapter.errors import UnsupportedRequestError
-from adapter.wire.translate import DROPPED_KEYS, RENAMED_KEYS, length_budget, to_sglang_request
+from adapter.wire.translate import (
+    DROPPED_KEYS,
+    RENAMED_KEYS,
+    ROUTER_DROPPED_KEYS,
+    length_budget,
+    router_dropped_keys,
+    to_sglang_request,
+)
 
 PROMPT = [151644, 872, 198, 17, 10, 17, 151645, 198, 151644, 77091, 198]
 
@@ -112,11 +119,26 @@ def test_renamed_keys_keep_their_value(renderer_key: str, sglang_key: str) -> No
 
 
 def test_forced_params_override_the_renderer() -> None:
-    case = {"sampling": {"n": 4, "no_stop_trim": False, "spaces_between_special_tokens": True}}
+    case = {"sampling": {"n": 4, "no_stop_trim": False}}
     params = translate(case, Settings(rollout_skip_special_tokens=True)).payload["sampling_params"]
-    assert (params["n"], params["no_stop_trim"], params["spaces_between_special_tokens"]) == (
-        1, True, False)
+    assert (params["n"], params["no_stop_trim"]) == (1, True)
     assert params["skip_special_tokens"] is True
+
+
+def test_the_adapter_sends_no_key_the_router_drops() -> None:
+    """The router re-serializes /generate without ROUTER_DROPPED_KEYS: the adapter's own payload
+    (every scenario, every trainer option it maps) carries none of them, so it is the same
+    whether a router is in front of the engine or not. `spaces_between_special_tokens` is no longer
+    forced: it only changes SGLang's detokenized `text`, which the adapter never reads."""
+    carried = {name: sorted(ROUTER_DROPPED_KEYS & set(scenario_request(name)["payload"]["sampling_params"]))
+               for name in SCENARIOS}
+    assert {name: keys for name, keys in carried.items() if keys} == {}
+
+
+def test_a_user_key_the_router_drops_is_found_by_name() -> None:
+    request = translate({"sampling": {"logit_bias": {"7": 1.0}, "stop_regex": "x"}}, Settings())
+    assert router_dropped_keys(request) == ["logit_bias", "stop_regex"]
+    assert router_dropped_keys(translate({}, Settings())) == []
 
 
 def test_the_payload_always_asks_for_logprobs() -> None:
@@ -184,6 +206,17 @@ def test_routing_policy_without_session_id_is_an_error(policy: str) -> None:
         translate({}, Settings(sglang_router_policy=policy), session=None)
 
 
+@pytest.mark.parametrize(("flags", "named"), [(None, "--sglang-router-policy"),
+                                              ({"sglang_router_policy": "--router-policy"}, "--router-policy")],
+                         ids=["miles", "vf-sglang"])
+def test_the_missing_session_refusal_names_the_running_commands_flag(flags, named) -> None:
+    body = renderer_body()
+    with pytest.raises(UnsupportedRequestError) as refused:
+        to_sglang_request(body, settings=Settings(sglang_router_policy="manual"), session_id=None,
+                          first_turn=True, flags=flags)
+    assert str(refused.value).startswith(f"{named} manual routes every request by session")
+
+
 @pytest.mark.parametrize("policy", [None, "cache_aware", "round_robin"])
 def test_other_policies_send_no_routing_header(policy) -> None:
     assert translate({}, Settings(sglang_router_policy=policy)).headers == {}
@@ -199,7 +232,7 @@ def test_malformed_prompt_ids_are_refused(token_ids) -> None:
 
 @pytest.mark.parametrize("key", ["reasoning_effort", "best_of", "beam_width"])
 def test_sampling_keys_sglang_does_not_accept_are_refused_naming_the_versions(key: str) -> None:
-    with pytest.raises(UnsupportedRequestError, match=rf"{key}.*sglang 0\.5\.15 and 0\.5\.23"):
+    with pytest.raises(UnsupportedRequestError, match=rf"{key}.*sglang 0\.5\.15, 0\.5\.16 and 0\.5\.23"):
         translate({"sampling": {key: 1}}, Settings())
 
 

@@ -1,0 +1,110 @@
+"""The RL loop: real SGLang on CPU → the adapter's Miles rollout function → the trainer → weight sync.
+
+    run(config) -> RunRecord
+
+One deterministic SGLang server (`e2e.sglang_cpu.serving`, seeded sampling) serves the tiny
+Qwen3. The served directory is loaded again as weight version "0"; then each step k:
+
+  1. `await VerifiersRolloutFn(...)(RolloutFnTrainInput(rollout_id=k, weight_version=k))`, the
+     class ABI Miles calls, on a Miles-style namespace (`config.miles_args`) → groups of Samples;
+  2. the trainer's fp32 recompute on the same weights → mismatch KL (also with each planted bug);
+  3. Miles' grpo advantages per group_index → the PPO-style update (`trainer.PolicyTrainer`);
+  4. the checkpoint in the served layout → `/update_weights_from_disk` as version str(k + 1).
+
+Only the latest checkpoint is kept under `config.run_dir`. The loop records; `checks` judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from adapter.miles.abi import abi_types
+from adapter.miles.binding import VerifiersRolloutFn
+from adapter.rollout.bundled import add_env_sources
+from adapter.rollout.generations import installed
+from adapter.rollout.samples import flatten
+from e2e.rl_cpu.config import RLConfig, miles_args
+from e2e.rl_cpu.metrics import PLANTED, TrainSample, group_advantages, mismatch_kl, reward_stats
+from e2e.rl_cpu.records import RunRecord, StepRecord, dump_step
+from e2e.rl_cpu.sync import load_weights
+from e2e.rl_cpu.trainer import PolicyTrainer, TrainerOptions
+from e2e.sglang_cpu import serving
+
+
+def _train_samples(groups: list[list[Any]], plant: str | None) -> list[TrainSample]:
+    samples = [TrainSample.from_miles(sample) for group in groups for sample in flatten(group)]
+    return [PLANTED[plant](s) for s in samples] if plant else samples
+
+
+class Loop:
+    """One run's moving parts: the rollout function, the trainer, the server's address."""
+
+    def __init__(self, config: RLConfig, *, url: str, model_dir: Path, record_dir: Path | None = None) -> None:
+        generation = installed()
+        add_env_sources([generation.bundled_tasksets()])  # taskset modules by name, here and in harnesses
+        args = miles_args(config, url=url, model_dir=model_dir, env_config=generation.bundled_config(config.taskset))
+        constructor, self._train_input, *_ = abi_types()
+        self.rollout = VerifiersRolloutFn(constructor(args=args, data_source=None))
+        self.trainer = PolicyTrainer(model_dir, TrainerOptions(lr=config.lr, temperature=config.temperature,
+                                                               epochs=config.epochs))
+        self.config, self.url, self.record_dir = config, url, record_dir
+
+    async def step(self, k: int) -> StepRecord:
+        """Rollouts on weight version str(k), the checks' numbers, the update, version str(k + 1)."""
+        t0 = time.monotonic()
+        out = await self.rollout(self._train_input(rollout_id=k, weight_version=k))
+        samples = _train_samples(out.samples, self.config.plant)
+        t1 = time.monotonic()
+        trainer_lps = self.trainer.logprobs(samples)  # on the weights SGLang served this step
+        if self.record_dir is not None:
+            dump_step(self.record_dir / f"step-{k}.json", samples, trainer_lps)
+        stats = self.trainer.update(samples, group_advantages(samples))
+        checkpoint = self.trainer.save(self.config.run_dir / f"weights-{k + 1}")
+        t2 = time.monotonic()
+        load_weights(self.url, checkpoint, str(k + 1))
+        shutil.rmtree(self.config.run_dir / f"weights-{k}", ignore_errors=True)  # SGLang has read k + 1
+        t3 = time.monotonic()
+        mean, std = reward_stats(samples)
+        return StepRecord(
+            step=k, reward_mean=mean, reward_std=std, mismatch_kl=mismatch_kl(samples, trainer_lps),
+            planted_kl={name: mismatch_kl([bug(s) for s in samples], trainer_lps) for name, bug in PLANTED.items()},
+            samples=len(samples), groups=len(out.samples), tokens=sum(s.trained_tokens for s in samples),
+            weight_versions=[list(v) for v in dict.fromkeys(s.weight_versions for s in samples)],
+            statuses=dict(Counter(s.status for s in samples)), loss=stats.loss, clip_fraction=stats.clip_fraction,
+            grad_norm=stats.grad_norm, rollout_s=t1 - t0, train_s=t2 - t1, sync_s=t3 - t2, seconds=t3 - t0)
+
+
+def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = print) -> RunRecord:
+    """The whole run, server start-up included; the server is ended on the way out."""
+    started, load_before = time.monotonic(), os.getloadavg()
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    with serving(config.sglang_version, deterministic=True) as server:
+        progress(f"sglang {server.version} up in {server.startup_s:.0f} s at {server.url} (log {server.log_path})")
+        load_weights(server.url, server.model_dir, "0")
+        loop = Loop(config, url=server.url, model_dir=server.model_dir, record_dir=record_dir)
+        steps = asyncio.run(_steps(loop, config.steps, progress))
+        startup_s = server.startup_s
+    shutil.rmtree(config.run_dir / f"weights-{config.steps}", ignore_errors=True)
+    return RunRecord(config=_jsonable(config), sglang_version=config.sglang_version, startup_s=startup_s,
+                     total_s=time.monotonic() - started, cpus=os.cpu_count() or 0, load_before=load_before,
+                     load_after=os.getloadavg(), steps=steps)
+
+
+async def _steps(loop: Loop, count: int, progress: Any) -> list[StepRecord]:
+    steps: list[StepRecord] = []
+    for k in range(count):
+        record = await loop.step(k)
+        steps.append(record)
+        progress(f"step {k}: reward {record.reward_mean:.3f} ± {record.reward_std:.3f}, "
+                 f"KL {record.mismatch_kl:.2e}, {record.tokens} tokens, {record.seconds:.1f} s")
+    return steps
+
+
+def _jsonable(config: RLConfig) -> dict[str, Any]:
+    return {name: (str(value) if isinstance(value, Path) else value) for name, value in vars(config).items()}

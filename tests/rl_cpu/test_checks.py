@@ -1,0 +1,91 @@
+"""The run's assertions fail when they should (fast lane, synthetic runs), the report shows them,
+and the CLI turns them into an exit status: `--from-run` replays a recorded run without a server."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from e2e.rl_cpu.__main__ import main
+from e2e.rl_cpu.checks import failures
+from e2e.rl_cpu.records import RunRecord, StepRecord
+from e2e.rl_cpu.report import markdown, table
+
+CONFIG = {"steps": 4, "batch": 6, "n": 4, "lr": 3e-3, "epochs": 2, "temperature": 0.8, "window": 2,
+          "kl_limit": 1e-3, "taskset": "arith-v1", "max_response_len": 32, "seed": 1234}
+
+
+def step(k: int, reward: float, *, kl: float = 1e-4, versions: list[list[str]] | None = None,
+         planted: float = 2.0) -> StepRecord:
+    return StepRecord(step=k, reward_mean=reward, reward_std=0.3, mismatch_kl=kl,
+                      planted_kl={"shift-logprobs": planted, "mask-one-early": planted}, samples=24, groups=6,
+                      tokens=70, weight_versions=versions if versions is not None else [[str(k)]],
+                      statuses={"completed": 24}, loss=0.01, clip_fraction=0.1, grad_norm=0.5, rollout_s=20.0,
+                      train_s=3.0, sync_s=0.05, seconds=23.1)
+
+
+def run_of(steps: list[StepRecord]) -> RunRecord:
+    return RunRecord(config=dict(CONFIG), sglang_version="0.5.23", startup_s=60.0, total_s=300.0, cpus=2,
+                     load_before=(1.0, 1.5, 2.0), load_after=(2.0, 2.0, 2.0), steps=steps)
+
+
+GOOD = [step(0, 0.30), step(1, 0.35), step(2, 0.50), step(3, 0.55)]
+
+FAILING = [
+    # (id, the run's steps, what the failure line must say)
+    ("kl_over_limit", [*GOOD[:2], dataclasses.replace(GOOD[2], mismatch_kl=5e-3), GOOD[3]], "step 2: mismatch KL"),
+    ("kl_nan", [dataclasses.replace(GOOD[0], mismatch_kl=float("nan")), *GOOD[1:]], "step 0: mismatch KL nan"),
+    ("planted_not_caught", [step(0, 0.3, planted=5e-4), *GOOD[1:]], "would not catch it"),
+    ("stale_version", [GOOD[0], step(1, 0.35, versions=[["0"]]), *GOOD[2:]], "step 1: samples carry"),
+    ("mixed_versions", [*GOOD[:3], step(3, 0.55, versions=[["2"], ["3"]])], "expected only ['3']"),
+    ("reward_flat", [step(0, 0.4), step(1, 0.4), step(2, 0.4), step(3, 0.4)], "did not improve"),
+    ("too_few_steps", GOOD[:3], "needs at least 4"),
+]
+
+
+def test_a_good_run_passes_every_check() -> None:
+    assert failures(run_of(GOOD), kl_limit=1e-3, window=2) == []
+
+
+@pytest.mark.parametrize(("steps", "needle"), [c[1:] for c in FAILING], ids=[c[0] for c in FAILING])
+def test_each_check_can_fail(steps, needle) -> None:
+    found = failures(run_of(steps), kl_limit=1e-3, window=2)
+    assert any(needle in line for line in found), found
+
+
+def test_report_has_a_row_per_step_the_load_and_the_failures() -> None:
+    run = run_of(GOOD)
+    rows = table(run)
+    assert len(rows) == 2 + len(GOOD) and rows[2].startswith("| 0 | 0 | 0.300 | 0.300 | 1.00e-04 | 2.00 | 2.00 | 70 |")
+    text = markdown(run, ["step 2: mismatch KL too high"])
+    assert "load average (1/5/15 min) 1.00 / 1.50 / 2.00 at the start" in text
+    assert "- FAILED: step 2: mismatch KL too high" in text and "![reward and mismatch KL per step](rl-cpu.png)" in text
+    assert "first 2 steps 0.325, of the last 2 steps 0.525" in text
+
+
+def test_run_record_round_trips_through_json() -> None:
+    run = run_of(GOOD)
+    assert RunRecord.from_json(run.to_json()) == run
+
+
+def test_cli_replays_a_recorded_run_and_fails_on_its_checks(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib")  # the report's plot (group `demo`)
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(run_of(GOOD).to_json())
+    bad.write_text(run_of([dataclasses.replace(s, mismatch_kl=0.02) for s in GOOD]).to_json())
+    assert main(["--from-run", str(good), "--run-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "rl-cpu.png").stat().st_size > 1000
+    assert main(["--from-run", str(bad), "--run-dir", str(tmp_path / "out")]) == 1
+    assert "FAILED: step 0: mismatch KL 0.02" in capsys.readouterr().err
+
+
+def test_cli_refuses_settings_that_cannot_make_a_run(capsys) -> None:
+    assert main(["--steps", "3", "--window", "2"]) == 2
+    assert "--steps 3 must be at least twice --window 2" in capsys.readouterr().err
+
+
+def test_recorded_run_json_is_plain_json(tmp_path) -> None:
+    data = json.loads(run_of(GOOD).to_json())
+    assert data["steps"][0]["weight_versions"] == [["0"]] and data["load_before"] == [1.0, 1.5, 2.0]

@@ -32,9 +32,9 @@ from adapter.bridge.handler import ENGINE_ATTEMPTS_PER_TURN
 from adapter.cli.routing import ROUTER_RETRY_FLAG, SMG_DEFAULT_RETRIES
 from adapter.config.settings import ROUTING_KEY_POLICIES, Settings
 from adapter.engine.client import SGLangClient
-from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, first_served, speaks_sglang
+from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, speaks_sglang
 from adapter.engine.topology import ROUTED_WORKER_HEADER, Topology
-from adapter.errors import EngineAbortedError, EngineError, EngineStatusError, VfSglangError
+from adapter.errors import EngineAbortedError, EngineError, VfSglangError
 from adapter.wire.translate import to_renderers_response, to_sglang_request
 from adapter.wire.types import EngineOutput
 
@@ -128,29 +128,16 @@ async def _generate(
     return raw, response
 
 
-_NOT_SERVED = object()
-
-
 async def read_facts(engine: SGLangClient) -> ServerFacts:
     """The address's topology, then the model and server info of the engine: a worker's behind a
     router (`Topology.fact_source`), the address's own otherwise."""
     topology = await engine.discover()
-    source = topology.fact_source
-
-    async def fetch(path: str) -> Any:
-        try:
-            return await engine.get(path, at=source)
-        except EngineStatusError as exc:
-            if exc.status_code == 404:
-                return _NOT_SERVED
-            raise
 
     async def body(paths: tuple[str, ...]) -> dict[str, Any] | None:
         try:
-            _, found = await first_served(paths, fetch, lambda answer: answer is _NOT_SERVED)
+            return await engine.engine_info(paths, at=topology.fact_source)
         except EngineError:
             return None
-        return found if isinstance(found, dict) else None
 
     return ServerFacts(await body(MODEL_INFO_PATHS), await body(SERVER_INFO_PATHS), topology)
 

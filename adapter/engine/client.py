@@ -317,26 +317,30 @@ class SGLangClient:
         """Where engine-level calls go now: the router's workers (listed anew), else the address."""
         return list((await self.discover()).engine_urls)
 
-    async def server_info(self) -> dict[str, Any] | None:
-        """A worker's `/server_info` (older servers: `/get_server_info`), read from the first
-        worker behind a router (a router's own summary is not the engine's); None when no
-        worker answers one (logged: the caller then knows nothing about the server)."""
-        worker = (await self.discover()).fact_source
+    async def engine_info(self, paths: tuple[str, ...], *, at: str | None = None) -> dict[str, Any] | None:
+        """The first of `paths` the engine serves (the current name first, the older one on a
+        404), read at `at` (default: the address's own fact source, a worker behind a router);
+        None when the answer is not an object. Raises `EngineError` when the engine fails."""
+        source = at or (await self.discover()).fact_source
 
         async def fetch(path: str) -> Any:
             try:
-                return (await self._send_once("GET", f"{worker}{path}")).body
+                return await self.get(path, at=source)
             except EngineStatusError as exc:
                 if exc.status_code == 404:
                     return _NOT_SERVED
                 raise
 
-        try:
-            _, info = await first_served(SERVER_INFO_PATHS, fetch, lambda answer: answer is _NOT_SERVED)
-        except EngineError as exc:
-            logger.warning("could not read the server info of %s: %s", worker, exc)
-            return None
+        _, info = await first_served(paths, fetch, lambda answer: answer is _NOT_SERVED)
         return info if isinstance(info, dict) else None
+
+    async def server_info(self) -> dict[str, Any] | None:
+        """The engine's `/server_info` (`engine_info`); None, logged, when it cannot be read."""
+        try:
+            return await self.engine_info(SERVER_INFO_PATHS)
+        except EngineError as exc:
+            logger.warning("could not read the server info of %s: %s", self.base_url, exc)
+            return None
 
     async def abort_all(self) -> list[str]:
         """POST `{"abort_all": true}` to every worker's `/abort_request`. Failures are logged,

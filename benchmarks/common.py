@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,15 @@ def ratio_ci(paths: Sequence[float], raws: Sequence[float], *, draws: int = 2000
     rng = random.Random(0)
     medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
     return statistics.median(ratios), medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def added_ci(paths: Sequence[float], floors: Sequence[float], *,
+             draws: int = 2000) -> tuple[float, float, float]:
+    """Median of per-round differences path − floor (seconds), with a 95 % bootstrap CI over rounds."""
+    added = [p - f for p, f in zip(paths, floors, strict=True)]
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(added, k=len(added))) for _ in range(draws))
+    return statistics.median(added), medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
 def body(tokens: Sequence[int], max_tokens: int = 16) -> dict:
@@ -117,3 +127,27 @@ def goal_table(goals: Sequence[tuple[str, str, bool]]) -> list[str]:
     """The issue's goals against what this run measured (computed, never hand-edited)."""
     rows = [f"| {goal} | {measured} | {'yes' if met else '**no**'} |" for goal, measured, met in goals]
     return ["| goal | measured | met |", "|---|---|---|", *rows, ""]
+
+
+_GOAL_ROW = re.compile(r"^\| (?P<goal>[^|]+) \| (?P<measured>[^|]+) \| (?P<met>yes|\*\*no\*\*) \|$", re.M)
+_BOUND = re.compile(r"(?P<op>[≤≥]) (?P<limit>[\d.,]+)\s*(?P<unit>×|µs|s\b|M tokens/s)")
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?(?:nan|inf)")
+
+
+def goal_rows(text: str) -> list[tuple[str, float, str, float, bool]]:
+    """(goal, limit, op, measured, met) of every goal-table row (`goal_table`) in `text` with one
+    bound and a leading measured number (`nan`/`inf` included, so a broken run is seen)."""
+    rows = []
+    for match in _GOAL_ROW.finditer(text):
+        bounds = _BOUND.findall(match["goal"])
+        measured = _NUMBER.search(match["measured"])
+        if len(bounds) != 1 or measured is None or " vs " in match["measured"]:
+            continue
+        op, limit, _ = bounds[0]
+        rows.append((match["goal"], float(limit.replace(",", "")), op, float(measured[0].replace(",", "")),
+                     match["met"] == "yes"))
+    return rows
+
+
+def goal_is_met(op: str, limit: float, measured: float) -> bool:
+    return measured <= limit if op == "≤" else measured >= limit

@@ -2,8 +2,9 @@
 transformers on CPU, SGLang's `/generate` wire) decoding 64 tokens per request.
 
 The engine (`vf-sglang engine`) and `vf-sglang serve-bridge` run in their own processes. Paths
-as in `benchmarks.overhead`: raw (Miles' own httpx call), in-process (generation A's door),
-served (the serve-bridge process). Greedy with `ignore_eos`, so every request decodes exactly
+(`benchmarks.paths`): raw (Miles' own httpx call), in-process (generation A's door,
+`DirectBridgeClient` as Renderers calls it, Renderers' parsing included), served (Verifiers
+0.4.0's own client → the serve-bridge process). Greedy with `ignore_eos`, so every request decodes exactly
 64 tokens of the same prompt. Every round runs each path once in a fresh random order
 (`benchmarks.overhead.paired`); the ratio of a round is the path's time over raw's; medians
 with 95 % bootstrap CIs over rounds.
@@ -19,16 +20,18 @@ import asyncio
 import contextlib
 import statistics
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import orjson
+from openai import AsyncOpenAI
 
-from adapter.bridge.handler import create_app, handle_generate
+from adapter.bridge.direct import DirectBridgeClient
+from adapter.bridge.handler import create_app
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from benchmarks.common import PROMPT, goal_table, machine, ratio_ci, ready_process, report, served_bridge, vf_sglang
-from benchmarks.overhead import Path, paired
+from benchmarks.overhead import paired
+from benchmarks.paths import Path, generation_b_client, renderers_post
 
 GOALS = {"in-process": 1.01, "served": 1.02}
 
@@ -40,8 +43,11 @@ def reference_engine() -> Iterator[str]:
         yield url
 
 
-def paths(engine_url: str, bridge_url: str, raw: httpx.AsyncClient, state: Any, decode: int) -> dict[str, Path]:
-    """Each path sends the prompt it is given and checks that exactly `decode` tokens came back."""
+def paths(engine_url: str, raw: httpx.AsyncClient, door: DirectBridgeClient, served: AsyncOpenAI,
+          decode: int) -> dict[str, Path]:
+    """Each path sends the prompt it is given and checks that exactly `decode` tokens came back:
+    raw (Miles' own call), in-process (generation A's door, `DirectBridgeClient`, as Renderers
+    calls it and parses the reply), served (Verifiers 0.4.0's own client → serve-bridge)."""
     sampling = {"max_tokens": decode, "temperature": 0.0, "logprobs": 1, "ignore_eos": True,
                 "skip_special_tokens": False}
     engine_sampling = {"max_new_tokens": decode, "temperature": 0.0, "ignore_eos": True,
@@ -58,43 +64,55 @@ def paths(engine_url: str, bridge_url: str, raw: httpx.AsyncClient, state: Any, 
         return decoded(orjson.loads(response.content)["output_ids"])
 
     async def in_process(prompt: list[int]) -> list[int]:
-        reply = await handle_generate(state, {"model": "m", "token_ids": prompt, "sampling_params": sampling},
-                                      "bench")
-        assert reply.ok, reply.body
-        return decoded(orjson.loads(reply.body)["choices"][0]["token_ids"])
+        return decoded(await renderers_post(door, prompt, sampling))
 
-    async def served(prompt: list[int]) -> list[int]:
-        body = orjson.dumps({"model": "m", "token_ids": prompt, "sampling_params": sampling})
-        response = await raw.post(f"{bridge_url}/inference/v1/generate", content=body,
-                                  headers={"content-type": "application/json", "X-Session-ID": "bench"})
-        return decoded(orjson.loads(response.content)["choices"][0]["token_ids"])
+    async def served_call(prompt: list[int]) -> list[int]:
+        return decoded(await renderers_post(served, prompt, sampling))
 
-    return {"raw": raw_call, "in-process": in_process, "served": served}
+    return {"raw": raw_call, "in-process": in_process, "served": served_call}
 
 
-async def run(args: argparse.Namespace) -> list[str]:
-    lines = [f"Machine: {machine()}.", ""]
-    goals: list[tuple[str, str, bool]] = []
-    with reference_engine() as engine_url, served_bridge(engine_url) as (bridge_url, _):
+async def measure(engine_url: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Paired per-round seconds of `paths` against the engine at `engine_url`: serve-bridge is
+    started in front of it, the in-process bridge built here."""
+    with served_bridge(engine_url) as (bridge_url, _):
         engine = SGLangClient(engine_url)
-        state = create_app(Settings(), engine, model="m").state.bridge
+        door = DirectBridgeClient(create_app(Settings(), engine, model="m").state.bridge, base_url="http://in-process/v1")
+        served = generation_b_client(bridge_url)
         async with httpx.AsyncClient(trust_env=False, timeout=120) as raw:
-            times = await paired(paths(engine_url, bridge_url, raw, state, args.tokens), PROMPT, args.rounds, 1)
+            times = await paired(paths(engine_url, raw, door, served, args.tokens), PROMPT, args.rounds, 1)
+        await served.close()
         await engine.aclose()
+    return times
+
+
+def tables(times: dict[str, list[float]], args: argparse.Namespace, *, started: str, label: str,
+           goals: dict[str, float]) -> list[str]:
+    """The goal table, then the per-path table (median, added, ratio vs raw with its CI) under a
+    heading naming `label` (the engine), then the rounds line; `started` is the machine line."""
     base = times["raw"]
-    lines += [f"### Reference engine, {len(PROMPT)}-token prompt, {args.tokens} decoded tokens (greedy, ignore_eos)",
-              "", "| path | median (ms) | added (ms) | ratio vs raw | 95 % CI |", "|---|---|---|---|---|"]
+    met: list[tuple[str, str, bool]] = []
+    lines = [f"### {label[0].upper()}{label[1:]}, {len(PROMPT)}-token prompt, {args.tokens} decoded tokens "
+             "(greedy, ignore_eos)", "", "| path | median (ms) | added (ms) | ratio vs raw | 95 % CI |",
+             "|---|---|---|---|---|"]
     for name, values in times.items():
         ratio, low, high = ratio_ci(values, base)
         added = statistics.median(v - r for v, r in zip(values, base, strict=True))
         lines.append(f"| {name} | {statistics.median(values) * 1e3:,.1f} | {added * 1e3:,.2f} | {ratio:.4f} "
                      f"| {low:.4f} – {high:.4f} |")
-        if name in GOALS:
-            goals.append((f"{name} ≤ {GOALS[name]}× raw ({args.tokens}-token decoding, reference engine)",
-                          f"{ratio:.4f}× (CI {low:.4f} – {high:.4f})", ratio <= GOALS[name]))
+        if name in goals:
+            met.append((f"{name} ≤ {goals[name]}× raw ({args.tokens}-token decoding, {label})",
+                        f"{ratio:.4f}× (CI {low:.4f} – {high:.4f})", ratio <= goals[name]))
     lines += ["", f"{args.rounds} rounds, each path once per round in a fresh random order. The engine decodes "
               "one request at a time, so the three paths never overlap.", ""]
-    return [*lines[:2], *goal_table(goals), *lines[2:]]
+    return [f"Machine: {started}.", "", *goal_table(met), *lines]
+
+
+async def run(args: argparse.Namespace) -> list[str]:
+    started = machine()
+    with reference_engine() as engine_url:
+        times = await measure(engine_url, args)
+    return tables(times, args, started=started, label="reference engine", goals=GOALS)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -46,7 +46,7 @@ def _all_keys_distinct(raw: bytes) -> bool:
     """True when no key text repeats anywhere in the document (and none is escaped, so equal
     keys cannot hide behind different spellings): then no object can hold a duplicate."""
     keys = [key for key, colon in _KEYS.findall(raw) if colon]
-    return len(set(keys)) == len(keys) and not any(b"\\" in key for key in keys)
+    return len(set(keys)) == len(keys) and b"\\" not in b"".join(keys)
 
 
 def _duplicate_key(raw: bytes) -> str:

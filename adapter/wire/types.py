@@ -16,26 +16,49 @@ body (a 400 `configuration_error`) and `WireFormatError` for the engine's output
 from __future__ import annotations
 
 import operator
+import sys
+from array import array
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
+from orjson import JSONEncodeError, dumps
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from adapter.errors import UnsupportedRequestError, WireFormatError
 
 MAX_TOKEN_ID = 2**31 - 1
 
 
-def _token_range(ids: list[int]) -> list[int]:
-    # One C-level pass each (a per-element constraint costs ~4x more in pydantic-core).
-    if ids and (min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
-        bad = next(i for i, value in enumerate(ids) if not 0 <= value <= MAX_TOKEN_ID)
-        raise ValueError(f"token id at index {bad} is {ids[bad]}: ids are in [0, {MAX_TOKEN_ID}]")
-    return ids
+# 32-bit unsigned items (the C `unsigned int` of every platform CPython supports); the byte of
+# each item holding its top bit, for the < 2**31 check below.
+if array("I").itemsize != 4:  # pragma: no cover
+    raise ImportError(f"array('I') items are {array('I').itemsize} bytes here, not 4: token id checks need 4")
+_HIGH_BYTES = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)
+
+
+def _strict_token_ids(value: Any) -> list[int]:
+    """Strict token ids in [0, MAX_TOKEN_ID] in three C-speed passes and no Python loop per id
+    (~7 µs per 1k ids, a quarter of pydantic-core's strict `list[int]` plus `min`/`max`):
+    `array("I")` refuses every item that is not an int in [0, 2**32) (floats, strings, None,
+    lists, negatives); the top byte of each packed item is ASCII iff the id is < 2**31; and
+    the JSON encoding of a list of ints has no `t`/`f` iff no item is a bool (`True` packs as 1).
+    A failure names the first bad item (found by the slow path, on failure only)."""
+    if type(value) is not list:
+        raise PydanticCustomError("list_type", "Input should be a valid list")
+    try:
+        ok = array("I", value).tobytes()[_HIGH_BYTES].isascii()
+        encoded = dumps(value) if ok else b""
+    except (TypeError, OverflowError, JSONEncodeError):
+        ok, encoded = False, b""
+    if ok and b"t" not in encoded and b"f" not in encoded:
+        return value
+    index = next(i for i, item in enumerate(value) if type(item) is not int or not 0 <= item <= MAX_TOKEN_ID)
+    raise PydanticCustomError("token_id", "token id at index {index} is {value}: ids are ints in [0, {limit}]",
+                              {"index": index, "value": repr(value[index]), "limit": MAX_TOKEN_ID})
 
 
 # Token ids: strict ints in [0, 2**31) (vocabularies are far smaller; the bound refuses 1e30).
-TokenIds = Annotated[list[int], AfterValidator(_token_range)]
+TokenIds = Annotated[list[int], PlainValidator(_strict_token_ids)]
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
 Positive = Annotated[int, Field(ge=1, le=2**31 - 1)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -204,6 +227,5 @@ def _logprob_error(items: list[list[Any]], exc: ValidationError) -> WireFormatEr
 
 
 def _id_error(ids: list[Any], exc: ValidationError) -> WireFormatError:
-    loc = exc.errors(include_url=False)[0]["loc"]
-    index = int(loc[0]) if loc else next(i for i, v in enumerate(ids) if not 0 <= v <= MAX_TOKEN_ID)
+    index = int((exc.errors(include_url=False)[0].get("ctx") or {})["index"])
     return WireFormatError(f"output_token_logprobs[{index}]: token id {ids[index]!r} is invalid")

@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 
 from benchmarks import load, overhead
-from benchmarks.common import ratio_ci
+from benchmarks.common import goal_rows, ratio_ci
+
+
+def _goals_reported(text: str, count: int) -> list[tuple[str, float, str, float, bool]]:
+    """The goal rows: `count` of them, each with a finite measured value (a tiny run cannot judge
+    µs goals, so only that the row is there and its number is real is asserted)."""
+    rows = goal_rows(text)
+    assert len(rows) == count, text
+    assert all(math.isfinite(measured) for *_, measured, _ in rows), rows
+    return rows
 
 
 def test_load_scenarios_run_at_tiny_size_without_errors() -> None:
@@ -21,11 +31,14 @@ def test_load_scenarios_run_at_tiny_size_without_errors() -> None:
     assert re.search(r"^\| 4 \| 0 \| [\d.]+ \| 0\.05 \| [\d.]+ \| 4 \|$", text, flags=re.M), text
 
 
-def test_overhead_scenarios_run_at_tiny_size() -> None:
+def test_overhead_scenarios_run_at_tiny_size_and_report_every_goal() -> None:
     text = "\n".join(overhead.main(["--tiny"]))
-    for path in ("| raw |", "| in-process |", "| served |", "| served+openai |"):
-        assert path in text
-    assert "µs per 1k prompt tokens" in text and "M tokens/s" in text
+    for path in ("floor", "miles", "handler", "gen-A door", "gen-B", "serve-bridge", "gen-B client"):
+        assert f"| {path} | " in text
+    goals = [goal for goal, *_ in _goals_reported(text, 4)]
+    for words in ("generation A door", "generation B path", "per-turn growth", "trace → Sample"):
+        assert any(words in goal for goal in goals), goals
+    assert "µs per 1k prompt tokens" in text and "Peer: Miles' own call" in text
 
 
 @pytest.mark.e2e  # the reference engine needs torch: the e2e lane has it
@@ -37,6 +50,7 @@ def test_the_reference_engine_scenario_runs_at_tiny_size() -> None:
     for path in ("| raw |", "| in-process |", "| served |"):
         assert path in text
     assert "4 decoded tokens" in text and "(4-token decoding, reference engine)" in text
+    _goals_reported(text, 2)
 
 
 def test_paired_ratio_ci_brackets_the_median() -> None:

@@ -1,9 +1,11 @@
-"""Every benchmark in one run: overhead (instant stub), load (Miles-scale concurrency) and, where
-torch is installed (the `demo` group), the reference engine — each section of
-docs/performance.md written by this one invocation with `--write`.
+"""Every benchmark in one run: overhead (instant stub), load (Miles-scale concurrency), where
+torch is installed (the `demo` group) the reference engine, and with `--sglang` real SGLang on
+CPU (its venv is built on first use) — each section of docs/performance.md written by this one
+invocation with `--write`. (The router benchmark needs smg: `benchmarks.router_load`.)
 
-    uv run python -m benchmarks --write     # about 5 minutes on two busy cores
-    uv run python -m benchmarks --tiny      # every scenario at a test's size
+    uv run python -m benchmarks --write             # about 8 minutes on two busy cores
+    uv run python -m benchmarks --write --sglang    # and real SGLang 0.5.23 (about 6 minutes more)
+    uv run python -m benchmarks --tiny              # every scenario at a test's size
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from benchmarks import load, overhead, reference
+from benchmarks import load, overhead, reference, sglang_cpu
 
 
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="every scenario at a test's size")
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument("--sglang", action="store_true", help="also the real-SGLang benchmark (benchmarks.sglang_cpu)")
     args = parser.parse_args(argv)
     flags = [flag for flag, on in (("--tiny", args.tiny), ("--write", args.write)) if on]
     lines = [*overhead.main(flags), *load.main(flags)]
@@ -25,6 +28,8 @@ def main(argv: list[str] | None = None) -> list[str]:
         print("reference engine: skipped (needs torch: the `demo` dependency group)")
     else:
         lines += reference.main(flags)
+    if args.sglang:
+        lines += sglang_cpu.main(flags)
     return lines
 
 

@@ -5,13 +5,12 @@ call generation B really makes. Run in the B matrix cells (`tox -e contract-vf04
 from __future__ import annotations
 
 import pytest
-
-base = pytest.importorskip("verifiers.v1.clients.base", reason="needs verifiers 0.3.x/0.4.0 (generation B)")
-
 import verifiers
 import verifiers.v1 as vf
 
 from benchmarks.paths import generation_b_client
+
+base = pytest.importorskip("verifiers.v1.clients.base", reason="needs verifiers 0.3.x/0.4.0 (generation B)")
 
 pytestmark = pytest.mark.contract
 URL = "http://127.0.0.1:9"

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -34,6 +35,12 @@ hypothesis_settings.register_profile(
     "vf-sglang", deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 hypothesis_settings.load_profile("vf-sglang")
+# Hypothesis imports its optimiser lazily, from inside a running test, under pytest's assertion
+# rewriting (hypothesis is a pytest plugin, so all its modules are rewritten). On CPython 3.11.7
+# that `ast.parse` once failed mid-suite with "SystemError: AST constructor recursion depth
+# mismatch" (a CPython 3.11 bug in the AST's recursion accounting). Imported here, at the top of
+# the stack and before any test runs, it is parsed once, where that cannot happen.
+importlib.import_module("hypothesis.internal.conjecture.optimiser")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -45,21 +45,21 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def ratio_ci(paths: Sequence[float], raws: Sequence[float], *, draws: int = 2000) -> tuple[float, float, float]:
+def median_ci(values: Sequence[float], *, draws: int = 2000) -> tuple[float, float, float]:
+    """Median of per-round values, with a 95 % bootstrap CI over rounds (seeded: reproducible)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return statistics.median(values), medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def ratio_ci(paths: Sequence[float], raws: Sequence[float]) -> tuple[float, float, float]:
     """Median of per-round ratios path/raw, with a 95 % bootstrap CI over rounds."""
-    ratios = [p / r for p, r in zip(paths, raws, strict=True)]
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
-    return statistics.median(ratios), medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+    return median_ci([p / r for p, r in zip(paths, raws, strict=True)])
 
 
-def added_ci(paths: Sequence[float], floors: Sequence[float], *,
-             draws: int = 2000) -> tuple[float, float, float]:
+def added_ci(paths: Sequence[float], floors: Sequence[float]) -> tuple[float, float, float]:
     """Median of per-round differences path − floor (seconds), with a 95 % bootstrap CI over rounds."""
-    added = [p - f for p, f in zip(paths, floors, strict=True)]
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(added, k=len(added))) for _ in range(draws))
-    return statistics.median(added), medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+    return median_ci([p - f for p, f in zip(paths, floors, strict=True)])
 
 
 def body(tokens: Sequence[int], max_tokens: int = 16) -> dict:

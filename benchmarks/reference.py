@@ -115,16 +115,26 @@ async def run(args: argparse.Namespace) -> list[str]:
     return tables(times, args, started=started, label="reference engine", goals=GOALS)
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def decoding_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a 64-token decoding benchmark (this one, `benchmarks.sglang_cpu`)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--tiny", action="store_true", help="a test's size")
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    return parser
+
+
+def parse_decoding(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`parser`'s arguments, `--tiny` applied (2 rounds of 4 tokens)."""
     args = parser.parse_args(argv)
     if args.tiny:
         args.rounds, args.tokens = 2, 4
     return args
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    return parse_decoding(decoding_parser(__doc__), argv)
 
 
 def main(argv: list[str] | None = None) -> list[str]:

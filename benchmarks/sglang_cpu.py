@@ -20,10 +20,9 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-import httpx
-
+from adapter.engine.client import SGLangClient
 from benchmarks.common import machine, report
-from benchmarks.reference import measure, tables
+from benchmarks.reference import decoding_parser, measure, parse_decoding, tables
 from e2e.sglang_cpu import DEFAULT_VERSION, serving
 
 TITLE = "## Against real SGLang on CPU (benchmarks/sglang_cpu.py)"
@@ -41,19 +40,24 @@ def sglang_engine(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         yield server.url, f"started by `e2e.sglang_cpu.serving` in {server.startup_s:.0f} s"
 
 
-def server_facts(url: str) -> tuple[str, str]:
-    """(version, mode) as the server itself reports them (`/server_info`)."""
-    with httpx.Client(timeout=30, trust_env=False) as http:
-        info = http.get(f"{url}/server_info").json()
+async def server_facts(url: str) -> tuple[str, str]:
+    """(version, mode) as the server itself reports them (`SGLangClient.server_info`)."""
+    engine = SGLangClient(url)
+    try:
+        info = await engine.server_info()
+    finally:
+        await engine.aclose()
+    if info is None:
+        raise RuntimeError(f"{url} answered no /server_info object: is it an SGLang server? (see its log)")
     mode = "deterministic" if info.get("enable_deterministic_inference") else "non-deterministic"
-    return str(info["version"]), f"{mode} mode"
+    return str(info.get("version")), f"{mode} mode"
 
 
 async def run(args: argparse.Namespace) -> list[str]:
     """Start (or find) the engine, measure the three paths paired, and build the report."""
     started = machine()
     with sglang_engine(args) as (url, origin):
-        version, mode = server_facts(url)
+        version, mode = await server_facts(url)
         times = await measure(url, args)
     load = os.getloadavg()
     return [*tables(times, args, started=started, label=f"real SGLang {version} on CPU", goals=GOALS),
@@ -63,17 +67,10 @@ async def run(args: argparse.Namespace) -> list[str]:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=300)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser = decoding_parser(__doc__)
     parser.add_argument("--version", default=DEFAULT_VERSION, help="the SGLang release to start (0.5.23, 0.5.16)")
     parser.add_argument("--engine-url", default=None, help="a running SGLang server to use instead of starting one")
-    parser.add_argument("--tiny", action="store_true", help="a test's size")
-    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
-    args = parser.parse_args(argv)
-    if args.tiny:
-        args.rounds, args.tokens = 2, 4
-    return args
+    return parse_decoding(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> list[str]:

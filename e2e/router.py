@@ -116,26 +116,26 @@ def started(process: Started) -> Iterator[Started]:
         process.end()
 
 
+def _ready(argv: list[str], log: Path, marker: str, timeout: float) -> Started:
+    """`argv` started, its URL read from the line after `marker`; ended if it never gets there."""
+    process = Started(argv, log)
+    try:
+        process.url = process.wait_for_line(marker, timeout)
+    except BaseException:
+        process.end()
+        raise
+    return process
+
+
 def reference_engine(port: int, log: Path, *, timeout: float = 300.0) -> Started:
     """The project's reference engine on the tiny model at `port`, ready (loading torch: slow)."""
-    engine = Started([sys.executable, "-m", "adapter.cli", "engine", "--port", str(port)], log)
-    try:
-        engine.url = engine.wait_for_line(ENGINE_READY, timeout)
-    except BaseException:
-        engine.end()
-        raise
-    return engine
+    return _ready([sys.executable, "-m", "adapter.cli", "engine", "--port", str(port)], log, ENGINE_READY, timeout)
 
 
 def stub_engine(log: Path, *, delay: float = 0.0, status: int = 200, timeout: float = 60.0) -> Started:
     """The benchmarks' stub engine (`benchmarks.stub`): `status` != 200 makes every /generate fail."""
-    stub = Started([sys.executable, "-m", "benchmarks.stub", "--delay", str(delay), "--status", str(status)], log)
-    try:
-        stub.url = stub.wait_for_line(STUB_READY, timeout)
-    except BaseException:
-        stub.end()
-        raise
-    return stub
+    return _ready([sys.executable, "-m", "benchmarks.stub", "--delay", str(delay), "--status", str(status)], log,
+                  STUB_READY, timeout)
 
 
 def smg_argv(workers: Sequence[str], port: int, *, policy: str, extra: Sequence[str] = ADAPTER_FLAGS) -> list[str]:

@@ -41,22 +41,22 @@ class DirectBridgeClient:
     def __init__(self, state: BridgeState, *, base_url: str) -> None:
         self.state = state
         self.base_url = httpx.URL(base_url)
-        self._requests: dict[str, httpx.Request] = {}  # path → the request its responses carry
+        self._posts: dict[str, httpx.Request] = {}  # URL → the POST its responses carry
 
-    def _request(self, method: str, path: str) -> httpx.Request:
-        """The `httpx.Request` a response names (Renderers posts to one URL: built once, ~12 µs
-        a turn saved; it carries no body, so sharing it between responses shares nothing)."""
-        request = self._requests.get(path)
-        if request is None or request.method != method:
-            request = httpx.Request(method, path)
-            if len(self._requests) < 64:
-                self._requests[path] = request
+    def _post_request(self, url: str) -> httpx.Request:
+        """The `httpx.Request` a POST's response names (Renderers posts to one URL: built once,
+        ~12 µs a turn saved; it carries no body, so sharing it between responses shares nothing)."""
+        request = self._posts.get(url)
+        if request is None:
+            request = httpx.Request("POST", url)
+            if len(self._posts) < 64:
+                self._posts[url] = request
         return request
 
     async def post(self, path: str, *, cast_to: Any = None, body: Any = None,
                    options: Mapping[str, Any] | None = None, **_: Any) -> httpx.Response:
         url = str(path)
-        request = self._request("POST", url)
+        request = self._post_request(url)
         if not url.rstrip("/").endswith(GENERATE_PATH):
             raise _status_error(request, error_reply(404, NOT_FOUND, f"no route {url}"))
         reply = await handle_generate(self.state, body if body is not None else {}, _session_id(options))

@@ -20,11 +20,11 @@ import sys
 from array import array
 from typing import Annotated, Any
 
-from orjson import JSONEncodeError, dumps
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from adapter.errors import UnsupportedRequestError, WireFormatError
+from adapter.wire.strict_json import dumps
 
 MAX_TOKEN_ID = 2**31 - 1
 
@@ -42,19 +42,25 @@ def _strict_token_ids(value: Any) -> list[int]:
     `array("I")` refuses every item that is not an int in [0, 2**32) (floats, strings, None,
     lists, negatives); the top byte of each packed item is ASCII iff the id is < 2**31; and
     the JSON encoding of a list of ints has no `t`/`f` iff no item is a bool (`True` packs as 1).
-    A failure names the first bad item (found by the slow path, on failure only)."""
+    A failure names the first bad item (`_bad_token_id`, on failure only)."""
     if type(value) is not list:
         raise PydanticCustomError("list_type", "Input should be a valid list")
     try:
         ok = array("I", value).tobytes()[_HIGH_BYTES].isascii()
         encoded = dumps(value) if ok else b""
-    except (TypeError, OverflowError, JSONEncodeError):
+    except (TypeError, OverflowError):  # orjson's JSONEncodeError is a TypeError
         ok, encoded = False, b""
     if ok and b"t" not in encoded and b"f" not in encoded:
         return value
-    index = next(i for i, item in enumerate(value) if type(item) is not int or not 0 <= item <= MAX_TOKEN_ID)
+    index = next(i for i, item in enumerate(value) if _bad_token_id(item))
     raise PydanticCustomError("token_id", "token id at index {index} is {value}: ids are ints in [0, {limit}]",
                               {"index": index, "value": repr(value[index]), "limit": MAX_TOKEN_ID})
+
+
+def _bad_token_id(item: Any) -> bool:
+    """The slow path's verdict, the same as the fast path's: an int (a subclass too) that is not
+    a bool, in [0, MAX_TOKEN_ID]."""
+    return isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= MAX_TOKEN_ID
 
 
 # Token ids: strict ints in [0, 2**31) (vocabularies are far smaller; the bound refuses 1e30).
@@ -227,5 +233,5 @@ def _logprob_error(items: list[list[Any]], exc: ValidationError) -> WireFormatEr
 
 
 def _id_error(ids: list[Any], exc: ValidationError) -> WireFormatError:
-    index = int((exc.errors(include_url=False)[0].get("ctx") or {})["index"])
+    index = int(exc.errors(include_url=False)[0]["ctx"]["index"])  # `_strict_token_ids` names it
     return WireFormatError(f"output_token_logprobs[{index}]: token id {ids[index]!r} is invalid")

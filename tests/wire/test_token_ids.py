@@ -44,6 +44,11 @@ def test_an_int_subclass_other_than_bool_is_an_int() -> None:
     assert _prompt([_Token.EOS]) == [7]
 
 
+def test_the_refusal_names_the_bad_id_not_an_int_subclass_before_it() -> None:
+    with pytest.raises(UnsupportedRequestError, match="token id at index 1 is -3"):
+        _prompt([_Token.EOS, -3])
+
+
 @given(st.lists(st.integers(0, MAX_TOKEN_ID), min_size=1, max_size=300))
 def test_every_list_of_ids_in_range_passes_unchanged(ids: list[int]) -> None:
     assert _prompt(ids) == ids

@@ -28,6 +28,8 @@ from adapter.cli.help_text import (
 )
 from adapter.engine.recording import record_option
 from adapter.errors import VfSglangError
+from adapter.miles.flavor import FLAVORS
+from adapter.miles.launcher import DEFAULT_RAY_ADDRESS, DEFAULT_TRAIN_SCRIPT
 
 
 def _versions(_: argparse.Namespace) -> int:
@@ -126,7 +128,8 @@ def _miles_command(args: argparse.Namespace) -> int:
     launch = miles_command(
         config=args.config, hf_checkpoint=args.hf_checkpoint, miles_args=miles_args,
         env_source_dirs=args.env_source_dir, extra_env_vars=parse_env_vars(args.extra_env_vars),
-        miles_root=args.miles_root, ray_address=args.ray_address,
+        miles_version=args.miles_version, train_script=args.train_script, python=args.python,
+        ray_address=args.ray_address,
     )
     for source in launch.added_sources:
         print(f"vf-sglang: added the bundled tasksets directory {source} to the workers' PYTHONPATH",
@@ -143,8 +146,15 @@ def _add_miles_command(commands: Any) -> None:
                      help="a directory with the environment's taskset modules (repeatable); put on PYTHONPATH")
     cmd.add_argument("--extra-env-vars", default=None,
                      help='extra worker environment, JSON ({"K": "V"}) or K=V,K2=V2; wins over the ambient one')
-    cmd.add_argument("--miles-root", default="/root/miles", help="where Miles' train.py lives")
-    cmd.add_argument("--ray-address", default="http://127.0.0.1:8265", help="the Ray dashboard address")
+    cmd.add_argument("--miles-version", choices=FLAVORS, default=None,
+                     help="the Miles the job runs: main (MILES_USE_LEGACY_ROLLOUT_V1) or the published "
+                     "miles-rl 0.0.2 (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR); default: the importable Miles")
+    cmd.add_argument("--train-script", default=DEFAULT_TRAIN_SCRIPT,
+                     help=f"Miles' train.py (default: {DEFAULT_TRAIN_SCRIPT}, Miles' image)")
+    cmd.add_argument("--python", default="python3", help="the interpreter that runs it (default: python3)")
+    cmd.add_argument("--ray-address", default=DEFAULT_RAY_ADDRESS,
+                     help="an http(s):// Ray dashboard (the command is `ray job submit`), or a cluster address "
+                     f"(auto, HOST:PORT: the driver runs directly with RAY_ADDRESS); default {DEFAULT_RAY_ADDRESS}")
     cmd.add_argument("miles_args", nargs=argparse.REMAINDER, help="-- then any further Miles arguments")
     cmd.set_defaults(run=_miles_command)
 

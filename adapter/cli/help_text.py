@@ -79,11 +79,12 @@ SERVE_BRIDGE_HELP = CommandHelp(
 
 MILES_COMMAND_HELP = CommandHelp(
     summary="print the Miles training command that runs a Verifiers environment through the adapter",
-    description="Print the Miles training command (ray job submit ... train.py ...). The rollout entry\n"
-                "point and the workers' environment come from one merged environment: defaults, then\n"
-                "the ambient environment, then --extra-env-vars (which wins).",
+    description="Print the Miles training command (ray job submit ... train.py ..., or the driver run\n"
+                "directly for a non-http --ray-address). The rollout entry point and the workers'\n"
+                "environment come from one merged environment: defaults, then the ambient environment,\n"
+                "then --extra-env-vars (which wins); the ABI variable is the one the target Miles reads.",
     example="vf-sglang miles-command --config fixtures/envs/arith-v1.toml --hf-checkpoint /ckpt/Qwen3-0.6B "
-            "-- --rollout-batch-size 8 --n-samples-per-prompt 4",
+            "--miles-version main -- --rollout-batch-size 8 --n-samples-per-prompt 4",
 )
 
 COMPAT_HELP = CommandHelp(

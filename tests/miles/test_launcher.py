@@ -9,7 +9,14 @@ import pytest
 
 from adapter.cli.entry import main
 from adapter.errors import ConfigurationError
-from adapter.miles.launcher import ADAPTER_ROOT, CLASS_PATH, LEGACY_FLAG, LEGACY_PATH, miles_command, parse_env_vars
+from adapter.miles.flavor import LEGACY_FLAG, REFACTOR_FLAG
+from adapter.miles.launcher import ADAPTER_ROOT, CLASS_PATH, JOB_CONFIG_VAR, LEGACY_PATH, parse_env_vars
+from adapter.miles.launcher import miles_command as launcher_miles_command
+
+
+def miles_command(**kwargs):
+    """The launcher for Miles main unless a test names another (no Miles is importable here)."""
+    return launcher_miles_command(**{"miles_version": "main", **kwargs})
 
 
 @pytest.fixture
@@ -32,8 +39,7 @@ SELECTION = [
     (None, "1", LEGACY_PATH),
     ("1", "0", CLASS_PATH),  # explicit wins over ambient
     ("0", "1", LEGACY_PATH),
-    ("true", None, LEGACY_PATH),
-    ("", None, CLASS_PATH),
+    (" 1", None, LEGACY_PATH),  # int(" 1") == 1, as Miles reads it
 ]
 
 
@@ -43,7 +49,7 @@ def test_selection_and_workers_environment_always_agree(config, ambient_flag, ex
     explicit = {} if explicit_flag is None else {LEGACY_FLAG: explicit_flag}
     launch = miles_command(config=config, hf_checkpoint="/ckpt/q", ambient=ambient, extra_env_vars=explicit)
     assert launch.rollout_function_path == entry
-    assert workers_env(launch.argv) == launch.env
+    assert workers_env(launch.argv) == launch.env == launch.workers_env
     expected_flag = explicit_flag if explicit_flag is not None else (ambient_flag if ambient_flag is not None else "0")
     assert launch.env[LEGACY_FLAG] == expected_flag
 
@@ -54,6 +60,7 @@ def test_workers_can_import_the_adapter_and_the_env_sources(config, tmp_path) ->
     launch = miles_command(config=config, hf_checkpoint="/ckpt/q", env_source_dirs=[str(sources)],
                            ambient={"PYTHONPATH": "/ambient"}, extra_env_vars={"PYTHONPATH": "/explicit"})
     assert launch.env["PYTHONPATH"].split(":") == ["/explicit", "/ambient", ADAPTER_ROOT, str(sources)]
+    assert (Path(ADAPTER_ROOT) / "adapter" / "__init__.py").is_file()
     assert launch.env["VERIFIERS_CONFIG"] == str(Path(config).resolve())
 
 
@@ -83,7 +90,7 @@ def test_malformed_extra_env_vars_are_refused() -> None:
 
 def test_cli_prints_the_command(config, capsys, monkeypatch) -> None:
     monkeypatch.delenv(LEGACY_FLAG, raising=False)
-    assert main(["miles-command", "--config", config, "--hf-checkpoint", "/ckpt/q",
+    assert main(["miles-command", "--config", config, "--hf-checkpoint", "/ckpt/q", "--miles-version", "main",
                  "--extra-env-vars", f"{LEGACY_FLAG}=1", "--", "--rollout-batch-size", "4"]) == 0
     out = capsys.readouterr().out
     assert LEGACY_PATH in out and "--rollout-batch-size 4" in out and f"{LEGACY_FLAG}=1" in out
@@ -103,7 +110,8 @@ def test_a_bundled_config_brings_its_tasksets_dir_and_says_so(capsys) -> None:
         assert launch.added_sources == (str(spec.bundled_tasksets().resolve()),)
         assert str(spec.bundled_tasksets().resolve()) in launch.env["PYTHONPATH"].split(":")
     repo = Path(__file__).resolve().parents[2]
-    assert main(["miles-command", "--config", str(repo / "fixtures/envs/arith-v1.toml"), "--hf-checkpoint", "/c"]) == 0
+    assert main(["miles-command", "--config", str(repo / "fixtures/envs/arith-v1.toml"), "--hf-checkpoint", "/c",
+                 "--miles-version", "main"]) == 0
     captured = capsys.readouterr()
     tasksets = str(SPECS["A"].bundled_tasksets().resolve())
     assert f"added the bundled tasksets directory {tasksets}" in captured.err
@@ -151,3 +159,85 @@ def test_the_printed_line_runs_exactly_the_command_with_hostile_values(config, t
     printed = out.decode().split("\0")[:-1]
     assert printed == [launch.env[k] for k in sorted(launch.env)] + launch.argv[1:]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_the_printed_pythonpath_never_makes_the_adapter_importable_as_miles(config, tmp_path) -> None:
+    """A Python started with the printed environment imports Miles or nothing as `miles`, and
+    imports the adapter's binding under its own name (`adapter.miles`), as every Ray worker must."""
+    import subprocess
+    import sys
+
+    launch = miles_command(config=config, hf_checkpoint="/c", ambient={})
+    probe = ("import importlib.util, json; spec = importlib.util.find_spec('miles'); "
+             "import adapter.miles.binding as b; "
+             "print(json.dumps([None if spec is None else spec.origin, b.__file__]))")
+    env = {"PATH": "/usr/bin:/bin", **launch.workers_env}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    miles_origin, binding = json.loads(out)
+    assert miles_origin is None or not miles_origin.startswith(str(Path(ADAPTER_ROOT) / "adapter")), miles_origin
+    assert binding == str(Path(ADAPTER_ROOT) / "adapter" / "miles" / "binding.py")
+
+
+# miles-rl 0.0.2: (ambient, explicit) selector variables → the entry point and the variable exported
+SELECTION_002 = [
+    ({}, {}, CLASS_PATH, "1"),  # the class ABI, opted into
+    ({LEGACY_FLAG: "1"}, {}, LEGACY_PATH, "0"),  # the adapter's one knob, translated
+    ({}, {LEGACY_FLAG: "0"}, CLASS_PATH, "1"),
+    ({REFACTOR_FLAG: "0"}, {}, LEGACY_PATH, "0"),  # 0.0.2's own variable is honoured
+    ({REFACTOR_FLAG: "0"}, {REFACTOR_FLAG: "1"}, CLASS_PATH, "1"),  # explicit wins
+]
+
+
+@pytest.mark.parametrize(("ambient", "explicit", "entry", "refactor"), SELECTION_002)
+def test_miles_rl_002_gets_its_own_opt_in_variable(config, ambient, explicit, entry, refactor) -> None:
+    launch = miles_command(config=config, hf_checkpoint="/c", ambient=ambient, extra_env_vars=explicit,
+                           miles_version="0.0.2")
+    assert launch.rollout_function_path == entry
+    assert launch.workers_env[REFACTOR_FLAG] == refactor
+    assert workers_env(launch.argv) == launch.workers_env
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "", "on", "1.0"])
+@pytest.mark.parametrize("flavor", ["main", "0.0.2"])
+def test_a_selector_value_miles_cannot_read_is_refused_naming_it(config, value, flavor) -> None:
+    expected = rf"{LEGACY_FLAG}={value!r}.*int\(\).*{LEGACY_FLAG}=0 or {LEGACY_FLAG}=1"
+    with pytest.raises(ConfigurationError, match=expected):
+        miles_command(config=config, hf_checkpoint="/c", ambient={LEGACY_FLAG: value}, miles_version=flavor)
+
+
+def test_contradicting_selectors_on_002_and_the_refactor_variable_on_main_are_refused(config) -> None:
+    with pytest.raises(ConfigurationError, match="disagree"):
+        miles_command(config=config, hf_checkpoint="/c", ambient={LEGACY_FLAG: "1", REFACTOR_FLAG: "1"},
+                      miles_version="0.0.2")
+    with pytest.raises(ConfigurationError, match="no longer reads it"):
+        miles_command(config=config, hf_checkpoint="/c", ambient={REFACTOR_FLAG: "1"}, miles_version="main")
+
+
+def test_without_an_importable_miles_the_version_must_be_named(config, capsys) -> None:
+    with pytest.raises(ConfigurationError, match="--miles-version main"):
+        launcher_miles_command(config=config, hf_checkpoint="/c", ambient={})
+    assert main(["miles-command", "--config", config, "--hf-checkpoint", "/c"]) == 2
+    assert "--miles-version" in capsys.readouterr().err
+
+
+def test_a_cluster_address_runs_the_driver_directly_with_the_workers_environment(config) -> None:
+    launch = miles_command(config=config, hf_checkpoint="/c", ambient={}, ray_address="127.0.0.1:6379",
+                           train_script="/src/miles/train.py", python="/venv/bin/python")
+    assert launch.argv[:2] == ["/venv/bin/python", "/src/miles/train.py"]
+    assert launch.env["RAY_ADDRESS"] == "127.0.0.1:6379"
+    runtime = json.loads(launch.env[JOB_CONFIG_VAR])["runtime_env"]["env_vars"]
+    assert runtime == launch.workers_env and JOB_CONFIG_VAR not in runtime
+    assert {k: v for k, v in launch.env.items() if k not in ("RAY_ADDRESS", JOB_CONFIG_VAR)} == runtime
+
+
+@pytest.mark.parametrize(
+    ("user_args", "added"),
+    [([], True), (["--router-retry-max-retries", "2"], False), (["--router-disable-retries"], False),
+     (["--router-policy", "round_robin"], True)],
+)
+def test_miles_router_retries_are_disabled_unless_the_user_set_them(config, user_args, added) -> None:
+    argv = miles_command(config=config, hf_checkpoint="/c", ambient={}, miles_args=user_args).argv
+    assert (argv.count("--router-disable-retries") == 1) == (added or "--router-disable-retries" in user_args)
+    ours = argv[argv.index("--hf-checkpoint") + 2:len(argv) - len(user_args)]
+    assert ours == (["--router-disable-retries"] if added else [])

@@ -8,8 +8,10 @@
     │   ├── UnsupportedVersionError  installed verifiers/renderers refused by the version gate
     │   ├── UnsupportedRequestError  a generate request the adapter cannot serve (multimodal
     │   │                         features, routing policy without a session id, ...)
-    │   └── RewardKeyError        --eval-reward-key/--reward-key names a reward a healthy
-    │                             trace does not have (names the key and the ones it has)
+    │   ├── RewardKeyError        --eval-reward-key/--reward-key names a reward a healthy
+    │   │                         trace does not have (names the key and the ones it has)
+    │   └── TrainerSampleError    the installed trainer's Sample cannot represent a rollout
+    │                             (multi-branch traces under miles-rl 0.0.2: no rollout_id)
     ├── WireFormatError           the engine answered something that is not a valid sample:
     │   │                         missing/mismatched logprobs, non-finite or positive values,
     │   │                         a count that disagrees with `completion_tokens`.
@@ -54,6 +56,10 @@ class UnsupportedVersionError(ConfigurationError):
 
 class UnsupportedRequestError(ConfigurationError):
     """A generate request the adapter cannot serve; the bridge answers it with HTTP 400."""
+
+
+class TrainerSampleError(ConfigurationError):
+    """The installed trainer's `Sample` cannot represent a rollout the environment produced."""
 
 
 class WireFormatError(VfSglangError):

@@ -29,6 +29,11 @@ from typing import Any
 INT64 = (-(2**63), 2**63 - 1)
 
 
+def _rollout_id(sample: Any) -> Any:
+    """The sample's `rollout_id`; None for a Miles without the field (miles-rl 0.0.2)."""
+    return getattr(sample, "rollout_id", None)
+
+
 def _shape_problems(groups: Any, sample_type: type) -> list[str]:
     problems: list[str] = []
     if not isinstance(groups, list):
@@ -44,7 +49,7 @@ def _shape_problems(groups: Any, sample_type: type) -> list[str]:
                 problems.append(f"group {g} entry {position}: not {sample_type.__module__}.Sample: {bad}")
                 continue
             if isinstance(entry, list) and len(entry) > 1:
-                ids = [s.rollout_id for s in entry]
+                ids = [_rollout_id(s) for s in entry]
                 if None in ids or len(set(ids)) != 1:
                     problems.append(f"group {g} entry {position}: nested siblings must share one "
                                     f"non-None rollout_id, got {ids}")
@@ -77,9 +82,9 @@ def _flat(groups: list[Any]) -> list[Any]:
 
 
 def _sample_problems(sample: Any, args: Any) -> list[str]:
-    where = f"sample index={sample.index} rollout_id={sample.rollout_id!r}"
+    rid = _rollout_id(sample)
+    where = f"sample index={sample.index} rollout_id={rid!r}"
     problems = []
-    rid = sample.rollout_id
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, int) or not INT64[0] <= rid <= INT64[1]):
         problems.append(f"{where}: rollout_id must be an int64, got {type(rid).__name__} {rid!r}")
     mask = sample.loss_mask if sample.loss_mask is not None else [1] * sample.response_length
@@ -105,7 +110,7 @@ def _sample_problems(sample: Any, args: Any) -> list[str]:
 def _reward_problems(samples: list[Any], args: Any) -> list[str]:
     units: dict[tuple[Any, Any], set[Any]] = {}
     for s in samples:
-        unit = s.rollout_id if s.rollout_id is not None else s.index
+        unit = _rollout_id(s) if _rollout_id(s) is not None else s.index
         try:
             units.setdefault((s.group_index, unit), set()).add(s.get_reward_value(args))
         except (KeyError, TypeError):

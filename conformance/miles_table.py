@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 SAMPLE_TABLE = Path(__file__).resolve().parent.parent / "fixtures" / "miles" / "sample-31f1ca961.json"
+# The published miles-rl 0.0.2: `session_id` instead of `routing_key`, no `rollout_id` (checked
+# against the real wheel by tests/miles_lane/test_real_miles_types.py in the miles lane).
+SAMPLE_TABLE_002 = SAMPLE_TABLE.with_name("sample-miles-rl-0.0.2.json")
 
 
 @cache

@@ -7,7 +7,11 @@ the commit recorded in `fixtures/miles/sample-31f1ca961.json` (docs/contract.md 
 `tests/miles/test_sample_fidelity.py` fails when it drifts from that table. Where Miles asserts,
 ours raises `ValueError` naming the lengths.
 
-`sample_class()` decides once per process which class the adapter builds samples with.
+`sample_class()` decides once per process which class the adapter builds samples with;
+`identity_fields(cls, ...)` fits the rollout identity to the fields that class has: Miles main's
+`routing_key` and `rollout_id`, or the published miles-rl 0.0.2's `session_id` and no
+`rollout_id` (fixtures/miles/sample-miles-rl-0.0.2.json). A rollout 0.0.2 cannot represent
+(several branches: nothing would keep the siblings together) is refused with a typed error.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import functools
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from adapter.errors import TrainerSampleError
 from adapter.rollout.miles_or_ours import miles_or_ours
 
 if TYPE_CHECKING:
@@ -224,3 +229,29 @@ def sample_class() -> type[Sample]:
     (resolved,) = miles_or_ours("miles.utils.types", {"Sample": Sample})
     sample: type[Sample] = resolved  # field-compatible (tests/miles/test_miles_standin.py)
     return sample
+
+
+# The field that carries the routing key (the trace id): Miles from #1703 on, then miles-rl 0.0.2.
+ROUTING_FIELDS = ("routing_key", "session_id")
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+def identity_fields(cls: type, *, trace_id: str, rollout_id: int, branches: int) -> dict[str, Any]:
+    """The routing key under the name `cls` has, and `rollout_id` where `cls` has one; a
+    multi-branch rollout without a `rollout_id` field is a `TrainerSampleError`."""
+    names = _field_names(cls)
+    routing = [name for name in ROUTING_FIELDS if name in names][:1]
+    identity: dict[str, Any] = {name: trace_id for name in routing}
+    if "rollout_id" in names:
+        identity["rollout_id"] = rollout_id
+    elif branches > 1:
+        raise TrainerSampleError(
+            f"trace {trace_id!r} has {branches} branches (compaction or sub-agents), but the installed "
+            f"{cls.__module__}.Sample has no rollout_id (miles-rl 0.0.2), so Miles cannot keep a rollout's "
+            "samples together: install Miles main (rollout_id, #1927) or use a harness that keeps one branch"
+        )
+    return identity

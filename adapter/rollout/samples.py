@@ -7,7 +7,8 @@ Consumes Verifiers traces (any object with the `Trace` attributes this module re
 `RolloutStats` (adapter.bridge.stats), keyed by trace id.
 Emits samples of `sample_class()` (Miles' own class when Miles is importable). One trace is
 one rollout: it gets an int `rollout_id` (unique in the run, from the caller's counter) and
-`routing_key = trace.id`. A single-branch trace is one `Sample` entry of its group; a
+`routing_key = trace.id` (miles-rl 0.0.2: `session_id`, and no `rollout_id`:
+`sample_type.identity_fields`). A single-branch trace is one `Sample` entry of its group; a
 multi-branch trace (compaction, sub-agents) is ONE nested `list[Sample]` entry, one sample per
 branch, all sharing the rollout's `rollout_id` and reward (Miles asserts both). The last
 branch is the rollout's main sample (eval reports it; it carries the prefix-cache stats).
@@ -27,7 +28,7 @@ from typing import Any
 
 from adapter.bridge.stats import RolloutStats
 from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
-from adapter.rollout.sample_type import Sample, Status, sample_class
+from adapter.rollout.sample_type import Sample, Status, identity_fields, sample_class
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
 # traces), "trace_error" (a trace recorded an error, or broke a Sample invariant),
@@ -120,10 +121,11 @@ def _sampled_logprobs(logprobs: list[float], mask: list[bool]) -> list[float]:
 
 
 def _base(cls: type[Sample], trace: Any, *, reward_key: str | None, rollout_id: int,
-          stats: RolloutStats | None) -> dict[str, Any]:
+          stats: RolloutStats | None, branches: int = 1) -> dict[str, Any]:
     data = trace.task.data
     return {"prompt": task_prompt(data), "response": trace.last_reply, "label": task_label(data),
-            "reward": trace_reward(trace, reward_key), "rollout_id": rollout_id, "routing_key": trace.id,
+            "reward": trace_reward(trace, reward_key),
+            **identity_fields(cls, trace_id=trace.id, rollout_id=rollout_id, branches=branches),
             "status": cls.Status(trace_status(trace, stats).value)}
 
 
@@ -138,7 +140,7 @@ def trace_to_samples(trace: Any, *, rollout_id: int, reward_key: str | None = No
             trace_id=trace.id,
         )
     cls = sample_class()
-    base = _base(cls, trace, reward_key=reward_key, rollout_id=rollout_id, stats=stats)
+    base = _base(cls, trace, reward_key=reward_key, rollout_id=rollout_id, stats=stats, branches=len(branches))
     task_index = getattr(trace.task.data, "idx", None)
     samples = []
     for position, branch in enumerate(branches):

@@ -15,13 +15,17 @@ SGLang 0.5's native HTTP API that the adapter uses, with SGLang's shapes.
     POST /abort_request   {"rid": id} or {"abort_all": true}: in-flight and queued requests
                           finish with {"type": "abort", "message": ...}; empty 200 like SGLang
     GET  /health          empty 200 (the model is loaded before the app exists)
+    GET  /health_generate empty 200 after decoding one token (SGLang's "can it generate" probe,
+                          which Miles polls before it uses an external engine); 503 if it fails
     GET  /model_info      (and SGLang's older name /get_model_info) {"model_path": <model_id>,
                            "tokenizer_path": <model dir>, "is_generation": true, ...}
     POST /flush_cache     {} (there is no prefix cache: `cached_tokens` is always 0)
     GET  /server_info     (and /get_server_info) {"model_path", "context_length",
                            "enable_deterministic_inference": true (one stream, a seeded
                            generator), "version": null (not an SGLang release),
-                           "engine": "vf-sglang reference engine"}
+                           "engine": "vf-sglang reference engine", and the server arguments
+                           Miles compares for an external engine (SERVER_LAYOUT: one node, one
+                           GPU's worth, no memory saver; `host`/`port` the socket it serves on)}
 
 A refused request answers HTTP 400 with SGLang's `{"error": {"message": ...}}`. Decoding runs
 in worker threads (`asyncio.to_thread`) behind one compute lock, so requests are served one
@@ -47,6 +51,12 @@ from e2e.engine.generator import Completion, Generator
 from e2e.engine.requests import GenerateJob, GenerateRequest, parse_generate
 
 WEIGHT_VERSION = "default"
+# What SGLang's /server_info reports for a single-engine, single-node server: the fields Miles'
+# external-engine init (SGLangEngine._init_external) requires to equal its own expectation.
+SERVER_LAYOUT: dict[str, Any] = {
+    "enable_memory_saver": False, "nnodes": 1, "node_rank": 0, "gpu_id_step": 1, "base_gpu_id": 0,
+    "tp_size": 1, "dp_size": 1, "pp_size": 1, "ep_size": 1,
+}
 
 
 class InFlight:
@@ -168,6 +178,16 @@ async def _generate(engine: ReferenceEngine, request: Request) -> Response:
     return JSONResponse(outputs if parsed.batched else outputs[0])
 
 
+async def _health_generate(engine: ReferenceEngine) -> Response:
+    """Decode one greedy token, as SGLang's /health_generate does: 200 when generation works."""
+    parsed = engine.parse({"input_ids": [0], "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}})
+    try:
+        await asyncio.to_thread(engine.run, parsed.jobs[0], threading.Event())
+    except RuntimeError as exc:
+        return _error(503, f"generation failed: {exc}")
+    return Response(status_code=200)
+
+
 async def _abort(engine: ReferenceEngine, request: Request) -> Response:
     try:
         body = await _json_body(request)
@@ -184,6 +204,12 @@ async def _abort(engine: ReferenceEngine, request: Request) -> Response:
     return Response(status_code=200)
 
 
+def _listening(request: Request) -> dict[str, Any]:
+    """`host` and `port` of the socket this request arrived on, as SGLang reports its --host/--port."""
+    server = request.scope.get("server")
+    return {"host": server[0], "port": server[1]} if server else {}
+
+
 def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> Starlette:
     """Load the model in `model_dir` (blocking, ~1 s for the tiny model) and return the app.
     `model_id` is reported as `model_path` by `/get_model_info`, as SGLang reports the
@@ -198,6 +224,9 @@ def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> 
 
     async def health(request: Request) -> Response:
         return Response(status_code=200)
+
+    async def health_generate(request: Request) -> Response:
+        return await _health_generate(engine)
 
     async def model_info(request: Request) -> Response:
         return JSONResponse(
@@ -226,6 +255,8 @@ def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> 
                 "enable_deterministic_inference": True,
                 "version": None,
                 "engine": "vf-sglang reference engine (transformers on CPU)",
+                **SERVER_LAYOUT,
+                **_listening(request),
             }
         )
 
@@ -234,6 +265,7 @@ def create_engine_app(model_dir: Path, *, model_id: str = "Qwen/Qwen3-0.6B") -> 
             Route("/generate", generate, methods=["POST"]),
             Route("/abort_request", abort_request, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
+            Route("/health_generate", health_generate, methods=["GET"]),
             Route("/model_info", model_info, methods=["GET"]),
             Route("/get_model_info", model_info, methods=["GET"]),  # SGLang's older name, still served
             Route("/flush_cache", flush_cache, methods=["GET", "POST"]),

@@ -192,6 +192,17 @@ async def test_health_model_info_and_flush(client: httpx.AsyncClient, tiny_model
     assert (await client.post("/flush_cache")).json() == {}
 
 
+async def test_it_answers_what_miles_checks_before_using_an_external_engine(client: httpx.AsyncClient) -> None:
+    """Miles polls /health_generate (forever, without a timeout) and then requires these
+    /get_server_info fields to equal what it computed for a one-GPU engine at that address."""
+    assert (await client.get("/health_generate")).status_code == 200
+    info = (await client.get("/get_server_info")).json()
+    expected = {"host": client.base_url.host, "port": client.base_url.port, "enable_memory_saver": False,
+                "nnodes": 1, "node_rank": 0, "gpu_id_step": 1, "base_gpu_id": 0, "tp_size": 1, "dp_size": 1,
+                "pp_size": 1, "ep_size": 1}
+    assert {key: info.get(key) for key in expected} == expected
+
+
 async def test_adapter_round_trip(
     client: httpx.AsyncClient, prompt_ids: list[int], make_settings: Callable[..., Any]
 ) -> None:

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.config.env_config import EnvConfigFile, load_env_config
-from adapter.config.rules import EnvFacts, validate
+from adapter.config.rules import EnvFacts, FlagNames, validate
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
 from adapter.engine.probe import check_engine, check_vocab, resolve_tokenizer
 from adapter.errors import ConfigurationError
 from adapter.rollout.generations import GenerationSpec, installed
 from adapter.rollout.hooks import RolloutHooks
-from adapter.rollout.identity import renderer_identity
+from adapter.rollout.identity import explicit_advice, infer_identity
 from adapter.rollout.orchestrator import Orchestrator, TrainOutput
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def prepare_orchestrator(
               or settings.renderer_model_name)
     if not source:
         raise ConfigurationError("--hf-checkpoint (or --model) must name the policy: its tokenizer renders prompts")
-    model = settings.renderer_model_name or renderer_model_for(source)
+    identity = renderer_model_for(settings, tokenizer_path=tokenizer_path, flags=job.flags)
+    model = settings.renderer_model_name or identity or source
     local_tokenizer = resolve_tokenizer(source)
     backend = job.generation.load(job.config.data)
     facts = EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward)
@@ -86,6 +87,7 @@ def prepare_orchestrator(
         backend=backend,
         engine_url=engine_url,
         model=model,
+        renderer_model_name=identity,
         env_id=job.config.env_id,
         tokenizer_path=local_tokenizer,
         hooks=hooks or RolloutHooks(),
@@ -94,16 +96,28 @@ def prepare_orchestrator(
     )
 
 
-def renderer_model_for(checkpoint: str) -> str:
-    """The registered model id whose renderer formats prompts for `checkpoint`, decided now
-    (an ambiguous path fails here, before any episode); unregistered checkpoints keep their
-    own name and get Renderers' template fallback, which cannot parse tool calls."""
-    identity = renderer_identity(checkpoint)
-    if identity is None:
-        logger.warning("no registered renderer matches %r: Renderers falls back to the chat template "
-                       "(no tool or reasoning parsing); pass --renderer-model-name to pick one", checkpoint)
-        return checkpoint
-    return identity
+def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None,
+                       flags: Mapping[str, str] | None = None) -> str | None:
+    """The model id whose renderer formats prompts, decided now (an ambiguous path fails here,
+    before any episode): the explicit option as given; else the first source that names a
+    registered model (`adapter.rollout.identity.infer_identity`): the tokenizer that is loaded
+    (`tokenizer_path`, else `sglang_tokenizer_path`), then `hf_checkpoint`, by path, then what
+    those directories' own files say. None: nothing names one, and Renderers falls back to the
+    chat template, which cannot parse tool calls (warned here, with what was tried)."""
+    flag = FlagNames(flags or {})
+    if settings.renderer_model_name:
+        return settings.renderer_model_name
+    tokenizer = (("the tokenizer", tokenizer_path) if tokenizer_path
+                 else (flag["sglang_tokenizer_path"], settings.sglang_tokenizer_path))
+    inferred = infer_identity([tokenizer, (flag["hf_checkpoint"], settings.hf_checkpoint)],
+                              explicit_flag=flag["renderer_model_name"])
+    if inferred.model_id is None:
+        logger.warning("no registered renderer matches the tokenizer or checkpoint (tried: %s): Renderers falls "
+                       "back to the chat template (no tool or reasoning parsing); %s", inferred.describe(),
+                       explicit_advice(flags))
+    else:
+        logger.info("renderer identity %s, from %s", inferred.model_id, inferred.source)
+    return inferred.model_id
 
 
 async def run_rollouts(

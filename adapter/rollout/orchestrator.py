@@ -97,6 +97,9 @@ class Orchestrator:
     model: str
     env_id: str
     tokenizer_path: str | None = None
+    # The registered model whose renderer formats prompts, decided by `rollout.job` (explicit, or
+    # inferred from the tokenizer/checkpoint: `rollout.identity`); None: `settings.renderer_model_name`.
+    renderer_model_name: str | None = None
     hooks: RolloutHooks = field(default_factory=RolloutHooks)
     use_miles_router: bool = False
     # The server samples deterministically (`/server_info`, read by the CLI jobs; under Miles its
@@ -136,7 +139,7 @@ class Orchestrator:
         app = create_app(settings, engine, model=self.model, flags=self.flags)
         self._bridge = app.state.bridge
         client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
-                                          renderer_model_name=settings.renderer_model_name,
+                                          renderer_model_name=self.renderer_model_name or settings.renderer_model_name,
                                           pool_size=renderer_pool_size(settings.max_in_flight))
         try:
             async with self.backend.serving():

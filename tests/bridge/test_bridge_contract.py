@@ -227,11 +227,18 @@ async def test_non_chat_dialect_is_refused(stack_factory) -> None:
         await stack.client.get_response(ResponsesDialect(), {"input": "hi"}, MODEL, SAMPLING)
 
 
-async def test_tools_with_a_renderer_that_cannot_parse_them_are_refused(sglang_mock, qwen3_tokenizer) -> None:
+@pytest.mark.parametrize(("flags", "advice"), [
+    (None, "pass --renderer-model-name with a registered model id"),  # Miles
+    ({"renderer_model_name": "--model"}, "pass --model with a registered model id"),  # vf-sglang rollout
+    ({"sglang_router_policy": "--router-policy"}, "use a model Renderers registers"),  # vf-sglang check: no flag
+])
+async def test_tools_with_a_renderer_that_cannot_parse_them_are_refused(sglang_mock, qwen3_tokenizer, flags,
+                                                                         advice) -> None:
     engine = SGLangClient(sglang_mock.url)
-    client = make_train_client(create_app(Settings(), engine, model="my-org/unregistered"),
-                               tokenizer_path=str(qwen3_tokenizer), renderer_model_name="my-org/unregistered")
-    with pytest.raises(AdapterRequestError, match="cannot parse tool calls"):
+    app = create_app(Settings(), engine, model="my-org/unregistered", flags=flags)
+    client = make_train_client(app, tokenizer_path=str(qwen3_tokenizer), renderer_model_name="my-org/unregistered")
+    client.bridge = app.state.bridge  # as GenerationA.make_client wires it
+    with pytest.raises(AdapterRequestError, match=f"cannot parse tool calls: {advice}"):
         await client.get_response(ChatDialect(), {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS},
                                   "my-org/unregistered", SAMPLING, session_id="t")
     await client.close()

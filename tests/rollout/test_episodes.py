@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import re
 from pathlib import Path
@@ -148,9 +149,34 @@ async def test_a_configuration_error_stops_the_run(qwen3_tokenizer, tokenizer, s
     args = miles_args(qwen3_tokenizer, sglang_mock, "echo-tool-v1", n_samples_per_prompt=1, rollout_batch_size=1,
                       renderer_model_name="my-org/unregistered-model")
     fn = VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
-    with pytest.raises(ConfigurationError, match="cannot parse tool calls"):
+    # the advice names the flag that can help (Miles' --renderer-model-name), never the checkpoint
+    with pytest.raises(ConfigurationError, match="cannot parse tool calls: pass --renderer-model-name with a "
+                                                 r"registered model id") as error:
         await fn(RolloutFnTrainInput(rollout_id=0))
+    assert "--hf-checkpoint" not in str(error.value)
     assert sglang_mock.generate_requests() == []
+
+
+async def test_local_tokenizer_uses_identity_inferred_from_checkpoint(qwen3_tokenizer, tokenizer, sglang_mock,
+                                                                      tmp_path) -> None:
+    """Miles' `test_uses_local_tokenizer_with_inferred_identity`: --sglang-tokenizer-path a local
+    directory no registry knows, --hf-checkpoint an HF cache snapshot of a registered model. The
+    tokenizer is loaded from the local directory, the renderer is the checkpoint's (Qwen3's, which
+    parses the tool call: the tool taskset runs instead of being refused)."""
+    sglang_mock.default = tool_policy(tokenizer)
+    snapshot = tmp_path / "hub" / "models--Qwen--Qwen3-4B-Instruct-2507" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                                      "transformers_version": "4.51.0", "vocab_size": 151936}))
+    args = miles_args(qwen3_tokenizer, sglang_mock, "echo-tool-v1", n_samples_per_prompt=1, rollout_batch_size=1,
+                      renderer_model_name=None, sglang_tokenizer_path=str(qwen3_tokenizer), hf_checkpoint=str(snapshot))
+    fn = VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+    assert "qwen3-tokenizer" in str(qwen3_tokenizer) and fn.orchestrator.tokenizer_path == str(qwen3_tokenizer)
+    assert fn.orchestrator.renderer_model_name == "Qwen/Qwen3-4B-Instruct-2507"
+    out = await fn(RolloutFnTrainInput(rollout_id=0))
+    ((sample,),) = out.samples
+    assert sample.metadata["verifiers"]["task_index"] == 0  # the task that calls the tool
+    assert sample.reward == 1.0  # the call was parsed, the tool ran, its stamp came back
 
 
 async def test_eval_lists_are_aligned_and_use_the_eval_reward_key(qwen3_tokenizer, tokenizer, sglang_mock) -> None:

@@ -177,3 +177,19 @@ async def test_train_and_eval_counters_do_not_disturb_each_other(sglang_mock) ->
     second = await orch.train(rollout_id=1)
     train_groups = [g[0].group_index for g in first.groups + second.groups]
     assert train_groups == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(("decided", "explicit", "expected"), [
+    ("Qwen/Qwen3-4B-Instruct-2507", None, "Qwen/Qwen3-4B-Instruct-2507"),  # inferred by rollout.job
+    (None, "Qwen/Qwen3-8B", "Qwen/Qwen3-8B"),  # built without the job: the option itself
+    (None, None, None),
+])
+async def test_the_job_decided_renderer_identity_reaches_the_generation_client(sglang_mock, decided, explicit,
+                                                                              expected) -> None:
+    """Both generations take the identity through make_client (B turns it into a typed renderer
+    config): the one rollout.job decided, not only the explicit option."""
+    orch, backend = orchestrator(["ok"] * 2, sglang_mock, rollout_batch_size=1, over_sampling_batch_size=1,
+                                 renderer_model_name=explicit)
+    orch.renderer_model_name = decided
+    await orch.train(rollout_id=0)
+    assert [kwargs["renderer_model_name"] for kwargs in backend.client_kwargs] == [expected]

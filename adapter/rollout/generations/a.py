@@ -33,7 +33,7 @@ from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
 from adapter.config.settings import Settings
 from adapter.errors import EpisodeError, UnsupportedRequestError
 from adapter.rollout.caches import with_harness_cache
-from adapter.rollout.identity import renderer_identity
+from adapter.rollout.identity import explicit_advice, renderer_identity
 
 # The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
 # bridge gets its own host name: Renderers caches `/v1/models`' max_model_len per base URL for
@@ -85,8 +85,8 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
         return AdapterRequestError(message)
 
     def renderer_name(self, model: str) -> str:
-        """The name Renderers resolves its renderer by: explicit, else the registered identity
-        of the tokenizer path, else the model id."""
+        """The name Renderers resolves its renderer by: the identity the job decided (explicit or
+        inferred: `adapter.rollout.identity`), else that of the tokenizer path, else the model id."""
         if self.renderer_model_name:
             return str(self.renderer_model_name)
         if self.tokenizer_path:
@@ -110,10 +110,11 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
         if body.get("tools"):
             pool = self._renderer_pool(model, chat_template_kwargs=_template_kwargs(sampling_args))
             if not pool.supports_tools:
+                flags = self.bridge.flags if self.bridge is not None else None
                 raise self._refuse(
                     f"the task sends tools but the renderer for {self.renderer_name(model)!r} cannot "
-                    "parse tool calls: use a model with a registered renderer (set "
-                    "renderer_model_name / --hf-checkpoint to a registered id) or a tool-less taskset"
+                    f"parse tool calls: {explicit_advice(flags)} whose renderer parses them, or use a "
+                    "tool-less taskset"
                 )
         try:
             return await super().get_response(

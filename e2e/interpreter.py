@@ -113,15 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     parser = argparse.ArgumentParser(prog="python -m e2e.interpreter",
-                                     description="check, inside a venv, that a system-site package imports")
-    parser.add_argument("--expect-system-package", required=True, metavar="NAME")
-    name = parser.parse_args(argv).expect_system_package
-    problem = system_site_problem(name)
-    if problem:
+                                     description="check, inside a venv, that system-site packages import from "
+                                                 "the system site (not shadowed by the venv's own)")
+    parser.add_argument("--expect-system-package", required=True, metavar="NAME", action="append",
+                        help="repeatable: every one is checked, every problem printed")
+    names = parser.parse_args(argv).expect_system_package
+    problems = [problem for problem in map(system_site_problem, names) if problem]
+    for problem in problems:
         print(f"e2e.interpreter: {problem}", file=sys.stderr)
+    if problems:
         return 1
-    module = importlib.import_module(name)
-    print(f"{name} {getattr(module, '__version__', '')} imports from the system site: {module.__file__}")
+    for name in names:
+        module = importlib.import_module(name)
+        print(f"{name} {getattr(module, '__version__', '')} imports from the system site: {module.__file__}")
     return 0
 
 

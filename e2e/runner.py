@@ -3,6 +3,7 @@ with the step's name and log tail; cleanup steps always run; background processe
 tracked by pid (their own process group) and stopped by this runner only.
 
     python -m e2e.runner --tier gpu --dry-run      # print the plan a GPU runner executes
+    python -m e2e.runner --tier gpu --variant miles --dry-run   # Miles' train.py in Miles' image
     python -m e2e.runner --tier auto               # GPU tier with CUDA, CPU tier otherwise
     python -m e2e.runner --tier sglang-cpu         # the GPU tier's SGLang steps on real SGLang, on CPU
 
@@ -18,6 +19,7 @@ expiry its whole process group is killed and the failure names the step.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import signal
@@ -128,6 +130,15 @@ class Runner:
                 raise StepFailed(step, f"could not start {step.argv[0]!r}: {exc}") from exc
         if code not in step.ok_exit:
             raise StepFailed(step, f"exit status {code}", "\n".join(tail))
+        self._check_produces(step, tail)
+
+    def _check_produces(self, step: Step, tail: Sequence[str] = ()) -> None:
+        """A step that succeeded without writing what it declares fails here, by name, rather than
+        at a later step that reads it."""
+        missing = [path for path in self._argv(dataclasses.replace(step, argv=step.produces))
+                   if not Path(path).exists()]
+        if missing:
+            raise StepFailed(step, f"succeeded but did not produce {', '.join(missing)}", "\n".join(tail))
 
     def _background(self, step: Step) -> None:
         log_path = self.log_dir / f"{step.name}.log"
@@ -173,6 +184,7 @@ class Runner:
             path = Path(step.argv[0])
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(step.content)
+            self._check_produces(step)
         elif step.kind == "background":
             self._background(step)
         elif step.kind == "wait_http":
@@ -233,7 +245,9 @@ def print_plan(steps: Sequence[Step], notes: Sequence[str], out: TextIO | None =
 
 def _gpu_options(args: argparse.Namespace, run_dir: Path) -> PlanOptions:
     options = PlanOptions(run_dir=str(run_dir), sglang_attention_backend=args.attention_backend,
-                          sglang_port=args.sglang_port or free_port(), system_package=args.system_package)
+                          sglang_port=args.sglang_port or free_port(), system_package=args.system_package,
+                          variant=args.variant, miles_root=args.miles_root, megatron_path=args.megatron_path,
+                          miles_gpus=args.miles_gpus)
     base = base_interpreter(PlanOptions(base_python=args.base_python))
     return PlanOptions(**{**options.__dict__, "base_python": base.executable, "python_tag": base.lib_tag,
                           "base_python_how": base.how})
@@ -254,12 +268,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sglang-port", type=int, default=0, help="GPU tier: SGLang's port (default: a free one)")
     parser.add_argument("--system-package", default=PlanOptions.system_package,
                         help="GPU tier: a package of the base Python's site the new venv must import")
+    parser.add_argument("--variant", choices=["direct", "miles"], default=PlanOptions.variant,
+                        help="GPU tier: direct (the adapter's rollout against SGLang it starts) or miles (Miles' "
+                             "train.py in Miles' image, as Miles' own verifiers E2E)")
+    parser.add_argument("--miles-root", default=PlanOptions.miles_root, help="GPU tier, miles: Miles' checkout")
+    parser.add_argument("--megatron-path", default=PlanOptions.megatron_path,
+                        help="GPU tier, miles: Megatron-LM's checkout")
+    parser.add_argument("--miles-gpus", type=int, default=PlanOptions.miles_gpus,
+                        help="GPU tier, miles: GPUs for colocated training and SGLang engines (Miles' E2E: 2)")
     args = parser.parse_args(argv)
     tier = args.tier
     if tier == "auto":
         tier = "gpu" if cuda_available() else "cpu"
         print(f"e2e: {tier.upper()} tier ({'CUDA found' if tier == 'gpu' else 'no CUDA: nvidia-smi absent'})")
-    run_dir = Path(args.run_dir or REPO / "runs" / f"e2e-{tier}").absolute()
+    default_dir = f"e2e-{tier}" + ("-miles" if tier == "gpu" and args.variant == "miles" else "")
+    run_dir = Path(args.run_dir or REPO / "runs" / default_dir).absolute()
     notes: list[str] = []
     if tier == "gpu":
         try:

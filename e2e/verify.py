@@ -8,6 +8,13 @@ with at least one completed; finite scalar rewards; `len(rollout_log_probs) == l
 == response_length` with finite logprobs; the exact reward components; no `error` in
 `metadata["verifiers"]`; binary metrics in {0, 1}; finite metrics (code-golf's `latency`); a
 minimum number of successes; and per-group sums of group-reward components.
+
+Miles' own dump (`--dump-details DIR` → `DIR/rollout_data/<rollout_id>.pt`, written by
+`miles/ray/rollout/debug_data.py:save_debug_rollout_data` as `torch.save({"rollout_id",
+"metadata", "samples": [Sample.to_dict(), ...]})`) is checked by `miles_dump_problems` /
+`verify_miles_dump` with the same invariants plus what Miles' E2E asserts on it beyond them: the
+dump's own `rollout_id`, every sample a dict, and no `error` key at all in
+`metadata["verifiers"]` (Miles: `assert "error" not in metadata`). CLI: `--miles-dump PATH`.
 """
 
 from __future__ import annotations
@@ -138,27 +145,73 @@ def problems(samples: list[Mapping[str, Any]], expect: Expectation) -> list[str]
 
 
 def verify(samples: list[Mapping[str, Any]], expect: Expectation) -> None:
-    broken = problems(samples, expect)
+    _raise(problems(samples, expect))
+
+
+def _raise(broken: list[str], what: str = "E2E verification") -> None:
     if broken:
-        raise VerificationError("E2E verification failed:\n" + "\n".join(f"- {p}" for p in broken))
+        raise VerificationError(f"{what} failed:\n" + "\n".join(f"- {p}" for p in broken))
+
+
+def load_miles_dump(path: Path) -> Any:
+    """Miles' `rollout_data/<id>.pt` as torch wrote it (pickled dicts: `weights_only=False`, as Miles
+    itself loads it in `_load_rollout_data_file`)."""
+    import torch
+
+    return torch.load(path, weights_only=False)
+
+
+def miles_dump_problems(payload: Any, expect: Expectation, *, rollout_id: int = 0) -> list[str]:
+    """Every broken invariant of a Miles rollout dump: its shape, then `problems` on its samples."""
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("samples"), list):
+        keys = sorted(payload) if isinstance(payload, Mapping) else type(payload).__name__
+        return [f"not a Miles rollout dump (a dict with a 'samples' list): got {keys}"]
+    found = []
+    if payload.get("rollout_id") != rollout_id:
+        found.append(f"the dump's rollout_id is {payload.get('rollout_id')!r}, expected {rollout_id}")
+    samples = payload["samples"]
+    not_dicts = [i for i, s in enumerate(samples) if not isinstance(s, Mapping)]
+    if not_dicts:
+        return [*found, f"samples {not_dicts} are not Sample.to_dict() dicts"]
+    for i, s in enumerate(samples):
+        meta = (s.get("metadata") or {}).get("verifiers") or {}
+        if "error" in meta:  # Miles' E2E: the key itself must be absent, even with a None value
+            found.append(f"sample {i} (group {s.get('group_index')}): metadata['verifiers'] has an 'error' key: "
+                         f"{meta['error']!r}")
+    return found + problems(samples, expect)
+
+
+def verify_miles_dump(path: Path, expect: Expectation, *, rollout_id: int = 0) -> list[Mapping[str, Any]]:
+    """The dump's samples, or `VerificationError` listing every broken invariant."""
+    payload = load_miles_dump(path)
+    _raise(miles_dump_problems(payload, expect, rollout_id=rollout_id), f"Miles dump {path} verification")
+    return list(payload["samples"])
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m e2e.verify", description="verify dumped E2E samples")
-    parser.add_argument("--samples", required=True, type=Path)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--samples", type=Path, help="our JSONL (one Sample.to_dict() per line)")
+    source.add_argument("--miles-dump", type=Path, help="Miles' --dump-details DIR/rollout_data/<id>.pt")
+    parser.add_argument("--rollout-id", type=int, default=0, help="--miles-dump: the rollout the dump must be")
     parser.add_argument("--env", required=True, help="taskset id, e.g. code-golf-v1")
     parser.add_argument("--groups", type=int, required=True)
     parser.add_argument("--n", type=int, required=True)
     args = parser.parse_args(argv)
-    samples = load_samples(args.samples)
+    expect = expectation_for(args.env, groups=args.groups, n=args.n)
     try:
-        verify(samples, expectation_for(args.env, groups=args.groups, n=args.n))
+        if args.miles_dump is not None:
+            samples = verify_miles_dump(args.miles_dump, expect, rollout_id=args.rollout_id)
+        else:
+            samples = load_samples(args.samples)
+            verify(samples, expect)
     except VerificationError as exc:
         print(exc)
         return 1
-    print(f"verified {len(samples)} samples of {args.env} ({args.groups} groups × {args.n})")
+    where = f" in Miles' dump {args.miles_dump}" if args.miles_dump is not None else ""
+    print(f"verified {len(samples)} samples of {args.env} ({args.groups} groups × {args.n}){where}")
     return 0
 
 

@@ -1,21 +1,41 @@
 """The E2E plans as data (snapshot-locked) and what the GPU tier's plan must contain (issue 15).
 
-Regenerate the plan snapshots with `uv run pytest tests/test_e2e_plan.py --snapshot-update`.
+Regenerate the plan snapshots with `uv run pytest tests/e2e/test_e2e_plan.py --snapshot-update`.
 The steps themselves run on CPU in tests/test_e2e_runner.py and tests/e2e/test_gpu_prechecks.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import os
+import tomllib
 
 import pytest
 
-from e2e.plan import REPO, PlanOptions, cpu_plan, gpu_plan, gpu_plan_notes, sglang_cpu_plan
+from e2e.plan import (
+    MILES_CONFIG,
+    MILES_CONSTRAINTS,
+    MILES_IMAGE_PACKAGES,
+    REPO,
+    UV_TOOL_BIN,
+    PlanOptions,
+    base_interpreter,
+    cpu_plan,
+    gpu_plan,
+    gpu_plan_notes,
+    sglang_cpu_plan,
+)
 from e2e.runner import describe, main
 
 # Fixed interpreter, port and run dir so the snapshot does not depend on the machine.
 OPTIONS = PlanOptions(run_dir=str(REPO / "runs" / "e2e-gpu"), base_python="/usr/bin/python3", python_tag="python3.11",
                       base_python_how="the first python3 on PATH outside any venv: /usr/bin/python3")
+
+
+# The Miles variant (issue 28): Miles' own verifiers E2E in Miles' image, the adapter as its rollout function.
+MILES = dataclasses.replace(OPTIONS, variant="miles", run_dir=str(REPO / "runs" / "e2e-gpu-miles"))
+MILES_RUN = f"{REPO}/runs/e2e-gpu-miles"
 
 
 def steps_by_name(options: PlanOptions = OPTIONS):
@@ -80,7 +100,7 @@ def test_no_step_clones_or_copies_into_an_existing_dir() -> None:
 
 def test_no_plan_value_refers_to_a_shell_variable() -> None:
     """The runner never expands `$VARS`: a plan that relied on it would get them literally."""
-    for step in [*gpu_plan(OPTIONS), *cpu_plan(), *sglang_cpu_plan()]:
+    for step in [*gpu_plan(OPTIONS), *gpu_plan(MILES), *cpu_plan(), *sglang_cpu_plan()]:
         values = [*step.argv, *(v for _, v in step.env), *step.path_prepend, step.cwd or ""]
         assert not any("$" in value for value in values), step.name
     assert steps_by_name()["install-env"].path_prepend == (f"{REPO}/runs/e2e-gpu/venv/bin",)
@@ -154,3 +174,171 @@ def test_the_sglang_cpu_rehearsal_runs_the_gpu_tiers_sglang_steps_without_cuda()
                                           for t in ("arith-v1", "group-v1", "echo-tool-v1")}
     assert all("--record" in s.argv and "--seed" not in s.argv for s in rollouts)  # the adapter must seed
     assert all(f"verify-{s.name.removeprefix('rollouts-')}" in names for s in rollouts)
+
+
+# ---- The Miles variant: Miles' own verifiers E2E, with the adapter as the rollout function (issue 28).
+
+
+
+def test_gpu_miles_plan_is_snapshot_locked(snapshot) -> None:
+    notes = [note.replace(str(REPO), "<repo>") for note in gpu_plan_notes(MILES)]
+    assert {"notes": notes, "steps": describe(gpu_plan(MILES))} == snapshot
+
+
+def _train(steps=None):
+    steps = steps or steps_by_name(MILES)
+    argv = list(steps["miles-train"].argv)
+    return argv, argv[argv.index("/root/miles/train.py") + 1:]
+
+
+def _flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_the_miles_train_step_is_the_launchers_command_and_environment(monkeypatch) -> None:
+    """What `vf-sglang miles-command` prints for the same options is exactly the step (argv and env)."""
+    import io
+    import json
+    import shlex
+    from contextlib import redirect_stdout
+
+    from adapter.cli.entry import main as cli
+    from e2e.plan import miles_launch
+
+    step = steps_by_name(MILES)["miles-train"]
+    launch = miles_launch(MILES, base=base_interpreter(MILES), run=MILES_RUN)
+    assert list(step.argv) == launch.argv
+    assert dict(step.env) == {**launch.env, "http_proxy": "", "https_proxy": "", "HTTP_PROXY": "", "HTTPS_PROXY": ""}
+    (runtime,) = [a for a in launch.argv if a.startswith("--runtime-env-json=")]
+    assert json.loads(runtime.split("=", 1)[1]) == {"env_vars": launch.workers_env}
+    for name in ("MILES_USE_LEGACY_ROLLOUT_V1", "MILES_EXPERIMENTAL_ROLLOUT_REFACTOR", "VERIFIERS_CONFIG",
+                 "PYTHONPATH"):
+        monkeypatch.delenv(name, raising=False)
+    _, miles_args = _train()
+    miles_args = miles_args[miles_args.index("--router-disable-retries") + 1:]  # what the launcher adds itself
+    extra = {k: v for k, v in launch.env.items() if k != "VERIFIERS_CONFIG"}
+    extra["PYTHONPATH"] = os.pathsep.join(extra["PYTHONPATH"].split(os.pathsep)[:4])
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli(["miles-command", "--config", str(MILES_CONFIG), "--hf-checkpoint",
+                    f"{MILES_RUN}/models/Qwen/Qwen3-0.6B", "--env-source-dir",
+                    f"{MILES_RUN}/environments/code_golf_v1", "--extra-env-vars", json.dumps(extra),
+                    "--miles-version", "main", "--train-script", "/root/miles/train.py", "--python", "python3",
+                    "--ray-address", "http://127.0.0.1:8265", "--", *miles_args]) == 0
+    printed = shlex.split(out.getvalue())
+    start = printed.index("ray")
+    assert dict(item.split("=", 1) for item in printed[:start]) == launch.env
+    assert printed[start:] == launch.argv
+
+
+def test_the_miles_variant_runs_miles_e2e_flags_legacy_function_and_taskset_only_config() -> None:
+    argv, args = _train()
+    assert argv[:4] == ["ray", "job", "submit", "--address=http://127.0.0.1:8265"]
+    assert _flag(args, "--rollout-function-path") == "adapter.miles.generate_rollout"
+    assert "--disable-rollout-global-dataset" in args and "--colocate" in args
+    for flag, value in {"--over-sampling-batch-size": "3", "--num-rollout": "1", "--global-batch-size": "12",
+                        "--rollout-batch-size": "3", "--n-samples-per-prompt": "4", "--advantage-estimator": "grpo",
+                        "--sglang-mem-fraction-static": "0.6", "--rollout-max-response-len": "512",
+                        "--rollout-max-context-len": "2048", "--rollout-temperature": "0.8",
+                        "--actor-num-gpus-per-node": "2", "--rollout-num-gpus-per-engine": "1",
+                        "--sglang-tokenizer-path": "Qwen/Qwen3-0.6B", "--attention-backend": "flash",
+                        "--dump-details": f"{MILES_RUN}/dump",
+                        "--ref-load": f"{MILES_RUN}/models/Qwen/Qwen3-0.6B_torch_dist"}.items():
+        assert _flag(args, flag) == value, flag
+    # Miles-managed SGLang: Miles starts the engines and its router (no external engine, no router address)
+    assert not any(a.startswith(("--sglang-router-ip", "--rollout-external", "--debug-rollout-only")) for a in args)
+    env = steps_by_name(MILES)["miles-train"].env
+    env = dict(env)
+    assert env["MILES_USE_LEGACY_ROLLOUT_V1"] == "1" and env["VERIFIERS_CONFIG"] == str(MILES_CONFIG)
+    assert env["PYTHONPATH"].split(os.pathsep) == [
+        "/root/miles", "/root/Megatron-LM", f"{MILES_RUN}/venv/lib/python3.11/site-packages",
+        f"{MILES_RUN}/environments/code_golf_v1", str(REPO)]
+    assert tomllib.loads(MILES_CONFIG.read_text()) == {"taskset": {"id": "code-golf-v1"}}  # default harness
+    assert not any("null" in a for s in gpu_plan(MILES) for a in s.argv)
+
+
+def _namespace(args: list[str]) -> argparse.Namespace:
+    """Miles' flags as its parser hands them over: `--disable-x` → x=False, a bare flag → True,
+    numbers as numbers (only the adapter's fields matter: Settings.from_args reads only those)."""
+    values: dict[str, object] = {}
+    i = 0
+    while i < len(args):
+        name = args[i][2:].replace("-", "_")
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            raw = args[i + 1]
+            try:
+                values[name] = int(raw)
+            except ValueError:
+                try:
+                    values[name] = float(raw)
+                except ValueError:
+                    values[name] = raw
+            i += 2
+        else:
+            values[name.removeprefix("disable_")] = not name.startswith("disable_")
+            i += 1
+    return argparse.Namespace(**values)
+
+
+def test_the_adapter_accepts_the_miles_variants_flags_before_any_gpu_runs() -> None:
+    """Miles' E2E flags through the adapter's own settings and fail-fast rules, with code-golf's
+    facts (3 tasks, group rewards): a refusal here would otherwise come after the checkpoint
+    conversion and Miles' start on the GPU box."""
+    from adapter.config.rules import EnvFacts, validate
+    from adapter.config.settings import Settings
+
+    _, args = _train()
+    settings = Settings.from_args(_namespace(args))
+    assert (settings.rollout_batch_size, settings.n_samples_per_prompt, settings.over_sampling_batch_size) == (3, 4, 3)
+    assert settings.rollout_global_dataset is False and settings.sglang_tokenizer_path == "Qwen/Qwen3-0.6B"
+    validate(settings, EnvFacts(task_count=3, has_group_reward=True))
+
+
+def test_the_miles_variant_checks_the_image_then_installs_without_shadowing_it() -> None:
+    steps = steps_by_name(MILES)
+    names = list(steps)
+    assert names[:2] == ["check-miles-image", "check-gpus"]
+    image = steps["check-miles-image"].argv
+    assert image[:3] == ("/usr/bin/python3", "-m", "e2e.miles_image") and "--sglang-version" in image
+    assert _flag(list(image), "--sglang-version") == "0.5.16"
+    assert names.index("venv") < names.index("check-system-site") < names.index("install-adapter") < names.index(
+        "check-image-kept") < names.index("miles-train")
+    install = steps["install-adapter"].argv
+    assert install[1:4] == ("-m", "pip", "install") and _flag(list(install), "--constraint") == str(MILES_CONSTRAINTS)
+    assert "uv" not in install and not any(s.argv[:3] == ("uv", "pip", "install") for s in steps.values())
+    kept = steps["check-image-kept"].argv
+    assert [kept[i + 1] for i, a in enumerate(kept) if a == "--expect-system-package"] == list(MILES_IMAGE_PACKAGES)
+    assert "openai-agents<0.5" in MILES_CONSTRAINTS.read_text().splitlines()
+    assert not any(s.argv[:1] == (f"{UV_TOOL_BIN}/prime",) for s in steps.values())  # prime would use uv
+
+
+def test_the_miles_variant_dumps_what_its_verify_step_reads_and_stops_ray() -> None:
+    steps = steps_by_name(MILES)
+    dump = f"{MILES_RUN}/dump/rollout_data/0.pt"
+    assert steps["miles-train"].produces == (dump, f"{MILES_RUN}/dump/train_data/0_0.pt")  # one training step ran
+    verify = steps["verify-miles-dump"].argv
+    assert verify[1:] == ("-m", "e2e.verify", "--miles-dump", dump, "--env", "code-golf-v1", "--groups", "3",
+                          "--n", "4")
+    names = list(steps)
+    assert names.index("reset-outputs") < names.index("miles-train")  # a rerun cannot verify an old dump
+    assert steps["start-ray"].kind == "background" and "--block" in steps["start-ray"].argv
+    assert steps["start-ray"].path_prepend == ("/usr/bin",)  # the job's `python3` is the image's
+    assert steps["stop-ray"].kind == "stop" and steps["stop-ray"].always and names[-1] == "stop-ray"
+    assert names.index("start-ray") < names.index("wait-ray") < names.index("miles-train")
+    for name in ("start-ray", "miles-train"):
+        assert {k: v for k, v in steps[name].env if "proxy" in k.lower() and k != "no_proxy"} == {
+            "http_proxy": "", "https_proxy": "", "HTTP_PROXY": "", "HTTPS_PROXY": ""}
+
+
+def test_the_miles_variants_gpu_steps_are_marked() -> None:
+    gpu = {s.name for s in gpu_plan(MILES) if s.gpu}
+    assert gpu == {"check-gpus", "convert-checkpoint", "miles-train"}
+
+
+def test_dry_run_prints_the_miles_variant(capsys) -> None:
+    assert main(["--tier", "gpu", "--variant", "miles", "--dry-run", "--base-python", "/usr/bin/python3"]) == 0
+    out = capsys.readouterr().out
+    for expected in ("variant: miles", "check-miles-image", "check-image-kept", "MILES_USE_LEGACY_ROLLOUT_V1=1",
+                     "ray job submit --address=http://127.0.0.1:8265", "--dump-details <repo>/runs/e2e-gpu-miles/dump",
+                     "e2e.verify --miles-dump <repo>/runs/e2e-gpu-miles/dump/rollout_data/0.pt"):
+        assert expected in out, expected

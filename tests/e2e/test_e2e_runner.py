@@ -169,3 +169,16 @@ def test_a_missing_program_fails_its_step_by_name(kind: str, tmp_path: Path) -> 
     code, text, runner = run(steps, tmp_path)
     assert code == 1 and f"step 'absent' failed: could not start '{missing}'" in text and "must not run" not in text
     assert runner.failure is not None and runner.failure.step.name == "absent"
+
+
+def test_a_step_that_succeeds_without_its_produces_fails_naming_them(tmp_path: Path) -> None:
+    made, missing = tmp_path / "made.txt", tmp_path / "never.pt"
+    steps = [Step("writes-one", python(f"open({str(made)!r}, 'w').write('x')"), produces=(str(made), str(missing))),
+             Step("after", python("print('must not run')"))]
+    code, text, runner = run(steps, tmp_path)
+    assert code == 1 and f"step 'writes-one' failed: succeeded but did not produce {missing}" in text
+    assert str(made) not in text.split("did not produce", 1)[1].splitlines()[0] and "must not run" not in text
+    assert runner.failure is not None and runner.failure.step.name == "writes-one"
+    code, _, _ = run([Step("writes", python(f"open({str(missing)!r}, 'w').write('x')"), produces=(str(missing),))],
+                     tmp_path / "again")
+    assert code == 0

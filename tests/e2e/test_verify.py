@@ -7,6 +7,7 @@ breaking exactly that invariant of an otherwise good code-golf dump.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -161,3 +162,124 @@ def test_every_problem_is_listed_at_once() -> None:
 def test_unknown_taskset_is_named() -> None:
     with pytest.raises(KeyError, match="known"):
         expectation_for("nope", groups=1, n=1)
+
+
+# ---- Miles' own dump (`--dump-details DIR` → DIR/rollout_data/0.pt), as the GPU plan's Miles variant
+# verifies it: built here on CPU from real `Sample`s (the adapter's class has Miles' fields exactly) and
+# saved the way `miles/ray/rollout/debug_data.py:save_debug_rollout_data` saves it. torch writes and reads
+# the dump: it is in the `demo` group, which the e2e lane installs and the fast lane leaves out.
+needs_torch = [pytest.mark.e2e, pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                                    reason="needs torch (the demo group: uv sync, tox -e e2e)")]
+
+
+def with_torch(test):
+    for mark in needs_torch:
+        test = mark(test)
+    return test
+
+
+def miles_samples() -> list[dict[str, Any]]:
+    """3 groups × 4 code-golf samples as `Sample.to_dict()` rows, shaped as the adapter builds them."""
+    from adapter.rollout.sample_type import Sample
+
+    rows = []
+    for group in range(3):
+        for i in range(4):
+            fastest = 0.5 if i == 1 else 0.0  # one winner per group (weight 0.5)
+            rewards = {"correct": float(i % 2), "fastest": fastest, "most_concise": 0.5 if i == 3 else 0.0}
+            response = [151644 + i, 872, 198, 151645][: 2 + i % 3]
+            sample = Sample(
+                group_index=group, index=group * 4 + i, prompt=[{"role": "user", "content": "Print 5050."}],
+                tokens=[151644, 872, 198, *response], response="```python\nprint(5050)\n```",
+                response_length=len(response), label=None, reward=sum(rewards.values()),
+                loss_mask=[1] * len(response), rollout_log_probs=[-0.25] * len(response),
+                status=Sample.Status.COMPLETED if i else Sample.Status.TRUNCATED,
+                routing_key=f"trace-{group}-{i}", weight_versions=["0"],
+                metadata={"verifiers": {"branch": 0, "task": {"idx": group}, "rewards": rewards,
+                                        "metrics": {"passed": float(i % 2), "latency": 0.02 + 0.01 * i},
+                                        "stop_condition": "agent_completed"}},
+            )
+            rows.append(sample.to_dict())
+    return rows
+
+
+def save_miles_dump(path: Path, samples: list[dict[str, Any]], *, rollout_id: int = 0) -> Path:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(dict(rollout_id=rollout_id, metadata={}, samples=samples), path)
+    return path
+
+
+@with_torch
+def test_a_good_miles_dump_passes(tmp_path: Path) -> None:
+    from e2e.verify import verify_miles_dump
+
+    path = save_miles_dump(tmp_path / "dump" / "rollout_data" / "0.pt", miles_samples())
+    assert len(verify_miles_dump(path, CODE_GOLF)) == 12
+
+
+def _mask_one_short(d):
+    d[5]["loss_mask"] = d[5]["loss_mask"][:-1]
+
+
+def _group_of_three(d):
+    d[7]["group_index"] = 2  # {0: 4, 1: 3, 2: 5}
+
+
+def _fastest_sums_to_one(d):
+    d[0]["metadata"]["verifiers"]["rewards"]["fastest"] = 0.5  # group 0: two winners of 0.5
+
+
+def _error_key_even_none(d):
+    d[4]["metadata"]["verifiers"]["error"] = None
+
+
+MILES_BREAKAGES = {
+    "loss_mask_one_short": (_mask_one_short, ["sample 5 (group 1): rollout_log_probs, loss_mask, response_length "
+                                              "disagree: (3, 2, 3)"]),
+    "group_of_three": (_group_of_three, ["group_index counts {0: 4, 1: 3, 2: 5}, expected {0: 4, 1: 4, 2: 4}"]),
+    "fastest_sums_to_one": (_fastest_sums_to_one, ["group 0: 'fastest' sums to 1.0, expected 0.5"]),
+    "error_key_present": (_error_key_even_none, ["sample 4 (group 1): metadata['verifiers'] has an 'error' key"]),
+}
+
+
+@with_torch
+@pytest.mark.parametrize("case", MILES_BREAKAGES)
+def test_each_broken_miles_dump_is_named(case: str, tmp_path: Path) -> None:
+    from e2e.verify import verify_miles_dump
+
+    samples = miles_samples()
+    breaking, messages = MILES_BREAKAGES[case]
+    breaking(samples)
+    path = save_miles_dump(tmp_path / "0.pt", samples)
+    with pytest.raises(VerificationError) as caught:
+        verify_miles_dump(path, CODE_GOLF)
+    assert f"Miles dump {path} verification failed" in str(caught.value)
+    for message in messages:
+        assert message in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1 + len(messages)  # only the planted breakage
+
+
+@with_torch
+def test_a_dump_of_another_rollout_or_shape_is_named(tmp_path: Path) -> None:
+    from e2e.verify import load_miles_dump, miles_dump_problems
+
+    other = load_miles_dump(save_miles_dump(tmp_path / "3.pt", miles_samples(), rollout_id=3))
+    assert miles_dump_problems(other, CODE_GOLF) == ["the dump's rollout_id is 3, expected 0"]
+    assert miles_dump_problems([1, 2], CODE_GOLF) == [
+        "not a Miles rollout dump (a dict with a 'samples' list): got list"]
+
+
+@with_torch
+def test_the_cli_verifies_a_miles_dump_and_fails_a_bad_one(tmp_path: Path, capsys) -> None:
+    from e2e.verify import main
+
+    good = save_miles_dump(tmp_path / "good" / "0.pt", miles_samples())
+    args = ["--env", "code-golf-v1", "--groups", "3", "--n", "4"]
+    assert main(["--miles-dump", str(good), *args]) == 0
+    assert f"verified 12 samples of code-golf-v1 (3 groups × 4) in Miles' dump {good}" in capsys.readouterr().out
+    samples = miles_samples()
+    _mask_one_short(samples)
+    assert main(["--miles-dump", str(save_miles_dump(tmp_path / "bad" / "0.pt", samples)), *args]) == 1
+    assert "disagree: (3, 2, 3)" in capsys.readouterr().out

@@ -22,6 +22,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +51,13 @@ class Venv:
 
 
 def venv_key(version: str, requirements: Path) -> str:
+    return pinned_key(requirements, [f"sglang=={version}"])
+
+
+def pinned_key(requirements: Path, packages: Sequence[str]) -> str:
+    """12 hex digits of the sha256 of the pins, the --no-deps packages, PYTHON and LAYOUT."""
     digest = hashlib.sha256()
-    for part in (requirements.read_bytes(), f"sglang=={version}".encode(), PYTHON.encode(), str(LAYOUT).encode()):
+    for part in (requirements.read_bytes(), "\n".join(packages).encode(), PYTHON.encode(), str(LAYOUT).encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:12]
 
@@ -72,11 +78,11 @@ def _is_complete(path: Path, key: str) -> bool:
         return False
 
 
-def _build_into(workdir: Path, version: str, requirements: Path) -> None:
+def _build_into(workdir: Path, requirements: Path, packages: Sequence[str]) -> None:
     run_uv(["venv", "--quiet", "--allow-existing", "--relocatable", "--python", PYTHON, str(workdir)],
            cwd=workdir.parent, error=InstallError)
     run_uv(["pip", "install", "--python", str(workdir / "bin" / "python"), "--no-deps",
-            "--requirement", str(requirements), f"sglang=={version}"], cwd=workdir.parent, error=InstallError)
+            "--requirement", str(requirements), *packages], cwd=workdir.parent, error=InstallError)
 
 
 def _publish(workdir: Path, target: Path) -> None:
@@ -93,8 +99,18 @@ def ensure_venv(version: str, *, root: Path | None = None, force: bool = False) 
     """The venv of `version`: from the cache, or built (minutes cold; seconds with a warm uv cache).
 
     Raises LockError when the version has no committed pins, InstallError when building fails."""
+    requirements = pinned_requirements(version)
+    return ensure_pinned_venv(f"sglang-{version}", version=version, requirements=requirements,
+                              packages=[f"sglang=={version}"], root=root or venvs_dir(), force=force)
+
+
+def ensure_pinned_venv(name: str, *, version: str, requirements: Path, packages: Sequence[str], root: Path,
+                       force: bool = False) -> Venv:
+    """`<root>/<name>-<key>`: exactly `requirements` plus `packages`, all --no-deps, cached by key
+    (the module docstring's invariants). Also the miles lane's venv (e2e.miles_cpu.venv)."""
     started = time.monotonic()
-    target, key = venv_path(version, root)
+    key = pinned_key(requirements, packages)
+    target = root / f"{name}-{key}"
     if force and target.exists():
         shutil.rmtree(target)
     if _is_complete(target, key):
@@ -108,15 +124,15 @@ def ensure_venv(version: str, *, root: Path | None = None, force: bool = False) 
     except OSError as exc:
         raise InstallError(f"cannot write the venv cache {target.parent}: {exc}; set $VF_SGLANG_CACHE") from exc
     try:
-        _build_into(workdir, version, pinned_requirements(version))
+        _build_into(workdir, requirements, packages)
         marker = {"version": version, "key": key, "python": PYTHON, "layout": LAYOUT,
-                  "requirements": pinned_requirements(version).name,
+                  "requirements": requirements.name, "packages": list(packages),
                   "build_seconds": round(time.monotonic() - started, 1)}
         (workdir / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         _publish(workdir, target)
     except OSError as exc:
-        raise InstallError(f"building the sglang {version} venv into {target} failed: {exc}") from exc
+        raise InstallError(f"building the {name} venv into {target} failed: {exc}") from exc
     finally:  # after the rename there is nothing left here; after a failure, the partial build
         shutil.rmtree(workdir, ignore_errors=True)
-    logger.info("sglang-cpu: built %s in %.1f s", target, time.monotonic() - started)
+    logger.info("built %s in %.1f s", target, time.monotonic() - started)
     return Venv(version, target, key, built=True, seconds=time.monotonic() - started)

@@ -49,6 +49,7 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
     from adapter.bridge.handler import create_app
     from adapter.bridge.serve import served
     from adapter.cli.commands import ROUTER_FLAG
+    from adapter.cli.routing import router_notes
     from adapter.config.settings import Settings
     from adapter.engine.client import SGLangClient, Timeouts
     from adapter.engine.recording import start_recording
@@ -63,6 +64,12 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
     start_recording(args)
     engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout), max_in_flight=args.max_in_flight)
     try:
+        # the same look at the engine address that rollout and check take: a router is described
+        # (workers, the retry flag the adapter expects), one met without --router-policy warned about
+        notes = router_notes(await engine.discover(), settings, flags=ROUTER_FLAG)
+        for line in (notes.status, notes.warning and f"warning: {notes.warning}"):
+            if line:
+                print(f"vf-sglang: {line}", file=sys.stderr, flush=True)
         app = create_app(settings, engine, model=args.model, flags=ROUTER_FLAG)
         async with served(app, host=args.host, port=args.port) as url:
             print(f"vf-sglang bridge ready at {url} (engine {args.sglang_url})", flush=True)

@@ -39,7 +39,7 @@ from miles.ray.train_actor import TrainRayActor
 from miles.utils.misc import get_free_port
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-LANE_DIR_VAR = "VF_SGLANG_MILES_LANE_DIR"
+from e2e.miles_cpu import LANE_DIR_VAR
 
 
 def _one_rank_state() -> ParallelState:

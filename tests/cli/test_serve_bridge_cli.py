@@ -42,6 +42,27 @@ async def test_serve_bridge_prints_its_url_and_translates_generate() -> None:
     assert call.body["sampling_params"]["max_new_tokens"] == 8
 
 
+async def test_serve_bridge_in_front_of_a_router_prints_the_router_status_line() -> None:
+    """As rollout and check do: the workers, the retry flag the adapter expects, and the warning
+    for a router met without --router-policy (one turn behind smg's default retries: 15 calls)."""
+    engine = ScriptedEngine(workers=["http://w1.test:1", "http://w2.test:2"])
+    async with served(asgi_app(engine)) as engine_url:
+        process = await asyncio.create_subprocess_exec(
+            VF_SGLANG, "serve-bridge", "--sglang-url", engine_url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+        )
+        try:
+            ready = (await asyncio.wait_for(process.stdout.readline(), timeout=120)).decode()
+        finally:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+        err = (await process.stderr.read()).decode()
+    assert ready.startswith("vf-sglang bridge ready at"), (ready, err)
+    assert (f"vf-sglang: engine: router at {engine_url} (2 workers: http://w1.test:1, http://w2.test:2); the adapter "
+            "expects the router to run with --disable-retries") in err
+    assert "warning:" in err and "--router-policy is not set" in err
+
+
 async def test_serve_bridge_needs_an_engine_url() -> None:
     process = await asyncio.create_subprocess_exec(VF_SGLANG, "serve-bridge", stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(process.communicate(), timeout=60)

@@ -1,0 +1,16 @@
+"""Real Miles on a CPU box: the published miles-rl 0.0.2's own driver, Ray, RolloutManager,
+conversion and debug dump running the adapter (`python -m e2e.miles_cpu lane`, `tox -e miles`).
+
+    venv.py      the cached Miles venv (miles-rl --no-deps + the rollout path's pins)
+    train.py     the driver: Miles' train.py loop, run in the Miles venv
+    actor.py     the ONE stand-in: the train actor under --debug-rollout-only (no GPU, no Megatron)
+    planted.py   a rollout class with a planted defect, which Miles itself must refuse
+    services.py  the Ray head and the reference engine, inside the lane's network namespace
+    lane.py      the cases, the printed command parsed and run, the checks called
+    checks.py    what Miles ingested, judged (pure)
+
+Only `venv`, `lane`, `services`, `checks` and `__main__` run in the project's environment;
+`train`, `actor` and `planted` import Miles and Ray and run inside the Miles venv.
+"""
+
+LANE_DIR_VAR = "VF_SGLANG_MILES_LANE_DIR"  # where the stand-in actor writes converted_<id>.json

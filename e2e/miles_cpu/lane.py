@@ -1,0 +1,183 @@
+"""The miles lane: real Miles (`miles-rl==0.0.2`) runs the adapter as a user runs it, and the
+lane checks what Miles ingested.
+
+    python -m e2e.miles_cpu lane --run-dir runs/miles        (`tox -e miles`)
+
+Outside the namespace (`prepare`): the tiny model, the real-SGLang venv and the Miles venv, all
+cached. Then the lane re-runs itself under `unshare --net` (loopback only: Ray binds every
+interface otherwise) and, in there, starts a Ray head with one declared GPU and, per engine,
+real SGLang 0.5.23 on CPU or the reference engine, passed to Miles as an external engine. Each
+case asks `vf-sglang miles-command` — run by the Miles venv's Python, so the installed Miles is
+detected — for the command, parses the printed line (`NAME=value ... argv`, nothing restated)
+and runs exactly that: the driver `e2e/miles_cpu/train.py` with the printed environment, whose
+Ray workers get the printed runtime env. Afterwards `e2e.miles_cpu.checks` judges Miles' dumps,
+its converted batches and its logged metrics, and `results.json` records every case.
+
+CASES: the class ABI (0.0.2's opt-in) and the legacy function on real SGLang, the class on the
+reference engine, and a planted defect (a rollout class that cuts one loss mask short) that
+Miles' own conversion must refuse: the lane fails unless that case fails for that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.miles_cpu import checks
+from e2e.miles_cpu import LANE_DIR_VAR
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "fixtures" / "envs" / "arith-v1.toml"
+TRAIN_SCRIPT = REPO / "e2e" / "miles_cpu" / "train.py"
+PLANTED_PATH = "e2e.miles_cpu.planted.LossMaskShortRolloutFn"
+PLANTED_MESSAGE = "loss mask length"  # Miles' own assert in _convert_samples_to_train_data
+SHAPE = {"num_rollout": 2, "rollout_batch_size": 2, "n_samples_per_prompt": 2}
+DRIVER_TIMEOUT_S = 420.0
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    engine: str  # "sglang" | "reference"
+    legacy: bool  # the legacy function ABI (else the class)
+    planted: bool = False  # expected to fail in Miles' conversion
+
+
+CASES = (
+    Case("sglang-class", "sglang", legacy=False),
+    Case("sglang-legacy", "sglang", legacy=True),
+    Case("reference-class", "reference", legacy=False),
+    Case("sglang-planted-loss-mask", "sglang", legacy=False, planted=True),
+)
+
+
+@dataclass
+class CaseResult:
+    name: str
+    ok: bool
+    seconds: float
+    exit_code: int | None
+    problems: list[str] = field(default_factory=list)
+    rollout_function_path: str = ""
+
+
+def megatron_model_args(model_dir: Path) -> list[str]:
+    """The Megatron model flags Miles' `hf_validate_args` compares with the checkpoint's config.json
+    (what Miles' scripts/models/*.sh give for a real model)."""
+    config = json.loads((model_dir / "config.json").read_text())
+    rope = (config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta"))
+    args = ["--hidden-size", str(config["hidden_size"]), "--num-attention-heads", str(config["num_attention_heads"]),
+            "--num-layers", str(config["num_hidden_layers"]), "--ffn-hidden-size", str(config["intermediate_size"]),
+            "--norm-epsilon", str(config["rms_norm_eps"]), "--rotary-base", str(int(rope))]
+    return args if config.get("tie_word_embeddings", True) else [*args, "--untie-embeddings-and-output-weights"]
+
+
+def miles_args(engine_url: str, case_dir: Path, model_dir: Path) -> list[str]:
+    addr = engine_url.removeprefix("http://")
+    host, port = addr.rsplit(":", 1)
+    return ["--debug-rollout-only", "--rollout-external", "--rollout-external-engine-addrs", addr,
+            "--sglang-router-ip", host, "--sglang-router-port", port,
+            "--rollout-num-gpus", "1", "--rollout-num-gpus-per-engine", "1",
+            "--num-rollout", str(SHAPE["num_rollout"]), "--rollout-batch-size", str(SHAPE["rollout_batch_size"]),
+            "--n-samples-per-prompt", str(SHAPE["n_samples_per_prompt"]), "--global-batch-size", "4",
+            "--rollout-max-response-len", "32", "--rollout-temperature", "1.0", "--advantage-estimator", "grpo",
+            "--save-debug-rollout-data", str(case_dir / "rollout_{rollout_id}.pt"), *megatron_model_args(model_dir)]
+
+
+def parse_printed(line: str) -> tuple[dict[str, str], list[str]]:
+    """`NAME=value ... argv` (one POSIX shell line, as `MilesLaunch.shell` prints) → (env, argv)."""
+    words = shlex.split(line)
+    env: dict[str, str] = {}
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    return env, words
+
+
+def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoint: Path, case_dir: Path,
+                    engine_url: str, model_dir: Path) -> str:
+    """What `vf-sglang miles-command` prints for this case, run with the Miles venv's Python."""
+    explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0"}
+    argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(CONFIG),
+            "--hf-checkpoint", str(checkpoint), "--train-script", str(TRAIN_SCRIPT), "--python", str(venv_python),
+            "--ray-address", ray_address, "--extra-env-vars", json.dumps(explicit),
+            "--", *miles_args(engine_url, case_dir, model_dir)]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
+           "PYTHONPATH": str(REPO)}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engine_version: str,
+             checkpoint: Path, model_dir: Path, run_dir: Path, has_rollout_id: bool) -> CaseResult:
+    from e2e.process import StepTimeout, run_with_deadline
+
+    case_dir = run_dir / case.name
+    case_dir.mkdir(parents=True, exist_ok=True)
+    line = printed_command(venv / "bin" / "python", case, ray_address=ray_address, checkpoint=checkpoint,
+                           case_dir=case_dir, engine_url=engine_url, model_dir=model_dir)
+    (case_dir / "command.sh").write_text(line + "\n")
+    env, argv = parse_printed(line)
+    if case.planted:  # the only change to the printed command: the rollout class Miles loads
+        argv[argv.index("--rollout-function-path") + 1] = PLANTED_PATH
+    base = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+            "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "UV_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    log_path = case_dir / "driver.log"
+    started = time.monotonic()
+    with log_path.open("w") as log:
+        try:
+            code: int | None = run_with_deadline(argv, env={**base, **env}, cwd=str(REPO), timeout_s=DRIVER_TIMEOUT_S,
+                                                 on_line=lambda text: print(text, file=log, flush=True))
+        except StepTimeout as exc:
+            code = None
+            print(f"lane: {exc}", file=log)
+    seconds = time.monotonic() - started
+    text = log_path.read_text(errors="replace")
+    result = CaseResult(case.name, False, round(seconds, 1), code, rollout_function_path=argv[argv.index(
+        "--rollout-function-path") + 1])
+    if case.planted:
+        result.ok = code not in (0, None) and PLANTED_MESSAGE in text
+        if not result.ok:
+            result.problems.append(f"the planted short loss mask was not refused by Miles (exit {code})")
+        return result
+    if code != 0:
+        result.problems.append(f"the driver exited {code}: see {log_path}")
+        return result
+    expect = checks.Expectation(SHAPE["rollout_batch_size"], SHAPE["n_samples_per_prompt"], SHAPE["num_rollout"],
+                                weight_version=engine_version, has_rollout_id=has_rollout_id)
+    dumps, converted = load_artifacts(case_dir, SHAPE["num_rollout"])
+    result.problems = checks.problems(dumps, converted, checks.logged_metrics(text), expect)
+    result.ok = not result.problems
+    return result
+
+
+def load_artifacts(case_dir: Path, num_rollout: int) -> tuple[dict[int, Any], dict[int, Any]]:
+    import torch
+
+    dumps = {r: torch.load(case_dir / f"rollout_{r}.pt", weights_only=False)
+             for r in range(num_rollout) if (case_dir / f"rollout_{r}.pt").is_file()}
+    converted = {r: json.loads((case_dir / f"converted_{r}.json").read_text())
+                 for r in range(num_rollout) if (case_dir / f"converted_{r}.json").is_file()}
+    return dumps, converted
+
+
+def summary(results: Sequence[CaseResult]) -> str:
+    rows = [f"{r.name:<28} {'ok' if r.ok else 'FAILED':<7} {r.seconds:>6.1f} s  {r.rollout_function_path}"
+            for r in results]
+    problems = [f"  {r.name}: {p}" for r in results for p in r.problems]
+    return "\n".join(["miles lane:", *rows, *problems])
+
+
+def write_results(run_dir: Path, results: Sequence[CaseResult], extra: dict[str, Any]) -> None:
+    payload = {"cases": [asdict(r) for r in results], **extra}
+    (run_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
+    print(summary(results), file=sys.stderr)

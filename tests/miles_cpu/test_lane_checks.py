@@ -1,0 +1,145 @@
+"""The miles lane's judge (e2e.miles_cpu.checks) on synthetic runs shaped like real Miles' output:
+a healthy run passes, and each planted defect is named. The lane itself (`tox -e miles`) applies
+the same checks to what real Miles dumped, converted and logged."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from adapter.miles.launcher import miles_command
+from e2e.miles_cpu import checks, lane
+from e2e.miles_cpu.venv import requirements_in
+
+EXPECT = checks.Expectation(rollout_batch_size=2, n_samples_per_prompt=2, num_rollout=2, weight_version="default",
+                            has_rollout_id=False)
+REWARDS = [[1.0, 0.0, 0.5, 0.5], [0.0, 0.0, 1.0, 0.5]]
+
+
+def _sample(group: int, index: int, reward: float) -> dict:
+    return {"group_index": group, "index": index, "tokens": list(range(24)), "response_length": 3,
+            "loss_mask": [1, 1, 1], "rollout_log_probs": [-0.5, -0.1, -0.01], "reward": reward,
+            "weight_versions": ["default"], "session_id": f"trace-{index}", "status": "completed",
+            "metadata": {"verifiers": {"task_index": group}}}
+
+
+def healthy_run() -> tuple[dict, dict, dict]:
+    dumps, converted, logged = {}, {}, {}
+    for r, rewards in enumerate(REWARDS):
+        samples = [_sample(2 * r + i // 2, 4 * r + i, reward) for i, reward in enumerate(rewards)]
+        dumps[r] = {"rollout_id": r, "samples": samples}
+        converted[r] = {"tokens": [24] * 4, "response_lengths": [3] * 4, "loss_masks": [3] * 4,
+                        "rollout_log_probs": [3] * 4, "raw_reward": rewards, "sample_indices": [4 * r + i for i in range(4)],
+                        "rewards": checks.grpo_normalised(rewards, 2), "rollout_log_probs_finite": True}
+        logged[r] = {**{k: 0.5 for k in checks.OUR_METRICS + checks.MILES_METRICS}, "verifiers/traces": 4.0}
+    return dumps, converted, logged
+
+
+def test_a_healthy_run_passes() -> None:
+    assert checks.problems(*healthy_run(), EXPECT) == []
+
+
+def test_grpo_normalisation_is_miles_own() -> None:
+    # Miles: torch's unbiased std over the group, then / (std + 1e-6); a zero-std group stays 0
+    assert checks.grpo_normalised([1.0, 0.0, 0.5, 0.5], 2) == pytest.approx([0.70710, -0.70710, 0.0, 0.0], abs=1e-4)
+
+
+def _short_mask(run):
+    run[0][1]["samples"][2]["loss_mask"] = [1, 1]
+
+
+def _unnormalised(run):
+    run[1][0]["rewards"] = [1.0, 0.0, 0.5, 0.5]
+
+
+def _one_sample_lost(run):
+    run[0][0]["samples"].pop()
+
+
+def _stale_weights(run):
+    run[0][1]["samples"][0]["weight_versions"] = ["3"]
+
+
+def _our_metrics_missing(run):
+    del run[2][1]["verifiers/reward_mean"]
+
+
+def _group_split(run):
+    run[0][0]["samples"][1]["group_index"] = 7
+
+
+def _rollout_id_for_002(run):
+    run[0][0]["samples"][0]["rollout_id"] = 0
+
+
+def _converted_lengths_differ(run):
+    run[1][0]["loss_masks"] = [3, 3, 2, 3]
+
+
+def _repeated_groups(run):
+    for s in run[0][1]["samples"]:
+        s["group_index"] -= 2
+
+
+PLANTED = [
+    # (id, defect, fragment of the problem it must produce)
+    ("loss_mask_one_short", _short_mask, "loss_mask, rollout_log_probs and response_length disagree: (2, 3, 3)"),
+    ("rewards_not_grpo", _unnormalised, "are not GRPO's normalisation"),
+    ("a_sample_lost", _one_sample_lost, "3 samples, expected 2 x 2 = 4"),
+    ("stale_weight_version", _stale_weights, "are not the engine's 'default'"),
+    ("our_metrics_not_logged", _our_metrics_missing, "lack ['verifiers/reward_mean']"),
+    ("group_split", _group_split, "span group_index"),
+    ("rollout_id_on_002", _rollout_id_for_002, "rollout_id present for this Miles"),
+    ("converted_mask_lengths", _converted_lengths_differ, "loss_masks [3, 3, 2, 3] != the dump's"),
+    ("groups_repeat_across_rollouts", _repeated_groups, "group_index values repeat"),
+]
+
+
+@pytest.mark.parametrize(("plant", "fragment"), [c[1:] for c in PLANTED], ids=[c[0] for c in PLANTED])
+def test_each_planted_defect_is_named(plant, fragment) -> None:
+    run = copy.deepcopy(healthy_run())
+    plant(run)
+    found = checks.problems(*run, EXPECT)
+    assert any(fragment in p for p in found), found
+
+
+def test_miles_logged_perf_lines_are_read_back() -> None:
+    text = ("\x1b[36m(RolloutManager pid=1)\x1b[0m [2026-12-01] rollout.py:1191 - perf 1: {'verifiers/traces': 4.0, "
+            "'rollout/response_len/max': 3, 'perf/rollout_time': np.float64(6.88)}\nnoise perf x: {}\n")
+    assert checks.logged_metrics(text) == {1: {"verifiers/traces": 4.0, "rollout/response_len/max": 3,
+                                               "perf/rollout_time": 6.88}}
+
+
+def test_the_lane_runs_exactly_the_printed_line(tmp_path) -> None:
+    config = tmp_path / "env.toml"
+    config.write_text('[taskset]\nid = "arith-v1"\n[harness]\nid = "null"\n')
+    launch = miles_command(config=str(config), hf_checkpoint="/ck pt/$(x)", miles_version="0.0.2", ambient={},
+                           ray_address="127.0.0.1:6379", train_script="/t/train.py",
+                           extra_env_vars={"A": "it's"}, miles_args=["--x", "a b"])
+    assert lane.parse_printed(launch.shell()) == (launch.env, launch.argv)
+
+
+def test_the_megatron_model_flags_come_from_the_checkpoints_config(tmp_path) -> None:
+    config = {"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2, "intermediate_size": 128,
+              "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 10000.0}, "tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert lane.megatron_model_args(tmp_path) == [
+        "--hidden-size", "64", "--num-attention-heads", "2", "--num-layers", "2", "--ffn-hidden-size", "128",
+        "--norm-epsilon", "1e-06", "--rotary-base", "10000"]
+
+
+def test_the_miles_venv_pins_the_projects_own_dependencies() -> None:
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    lines = requirements_in().read_text().split("# --- the project's runtime dependencies ---", 1)[1]
+    pinned = [line.strip() for line in lines.splitlines() if line.strip() and not line.startswith("#")]
+    assert pinned == project["project"]["dependencies"]
+
+
+def test_every_case_is_judged_and_the_planted_one_must_fail() -> None:
+    assert {(c.engine, c.legacy) for c in lane.CASES if not c.planted} == {("sglang", False), ("sglang", True),
+                                                                          ("reference", False)}
+    assert [c.name for c in lane.CASES if c.planted] == ["sglang-planted-loss-mask"]

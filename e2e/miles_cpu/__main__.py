@@ -59,7 +59,9 @@ def table_problems(names: list[str]) -> list[str]:
     from conformance.miles_table import SAMPLE_TABLE_002, load_table
 
     table = [row["name"] for row in load_table(SAMPLE_TABLE_002)["sample"]["fields"]]
-    return [] if names == table else [f"miles-rl 0.0.2's Sample fields {names} differ from {SAMPLE_TABLE_002.name}: {table}"]
+    if names == table:
+        return []
+    return [f"miles-rl 0.0.2's Sample fields {names} differ from {SAMPLE_TABLE_002.name}: {table}"]
 
 
 @contextlib.contextmanager

@@ -93,7 +93,9 @@ def _sample_problems(where: str, s: Mapping[str, Any], expect: Expectation) -> l
 def dump_problems(rollout_id: int, dump: Mapping[str, Any], expect: Expectation) -> list[str]:
     size = expect.rollout_batch_size * expect.n_samples_per_prompt
     samples = dump["samples"]
-    problems = [] if dump.get("rollout_id") == rollout_id else [f"dump {rollout_id}: rollout_id {dump.get('rollout_id')}"]
+    problems = []
+    if dump.get("rollout_id") != rollout_id:
+        problems.append(f"dump {rollout_id}: rollout_id {dump.get('rollout_id')}")
     if len(samples) != size:
         problems.append(f"dump {rollout_id}: {len(samples)} samples, expected {expect.rollout_batch_size} x "
                         f"{expect.n_samples_per_prompt} = {size}")

@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.miles_cpu import checks
-from e2e.miles_cpu import LANE_DIR_VAR
+from e2e.miles_cpu import LANE_DIR_VAR, checks
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "fixtures" / "envs" / "arith-v1.toml"

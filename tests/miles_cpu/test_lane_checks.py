@@ -33,7 +33,8 @@ def healthy_run() -> tuple[dict, dict, dict]:
         samples = [_sample(2 * r + i // 2, 4 * r + i, reward) for i, reward in enumerate(rewards)]
         dumps[r] = {"rollout_id": r, "samples": samples}
         converted[r] = {"tokens": [24] * 4, "response_lengths": [3] * 4, "loss_masks": [3] * 4,
-                        "rollout_log_probs": [3] * 4, "raw_reward": rewards, "sample_indices": [4 * r + i for i in range(4)],
+                        "rollout_log_probs": [3] * 4, "raw_reward": rewards,
+                        "sample_indices": [4 * r + i for i in range(4)],
                         "rewards": checks.grpo_normalised(rewards, 2), "rollout_log_probs_finite": True}
         logged[r] = {**{k: 0.5 for k in checks.OUR_METRICS + checks.MILES_METRICS}, "verifiers/traces": 4.0}
     return dumps, converted, logged

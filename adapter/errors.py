@@ -10,8 +10,11 @@
     │   │                         features, routing policy without a session id, ...)
     │   ├── RewardKeyError        --eval-reward-key/--reward-key names a reward a healthy
     │   │                         trace does not have (names the key and the ones it has)
-    │   └── TrainerSampleError    the installed trainer's Sample cannot represent a rollout
-    │                             (multi-branch traces under miles-rl 0.0.2: no rollout_id)
+    │   ├── TrainerSampleError    the installed trainer's Sample cannot represent a rollout
+    │   │                         (multi-branch traces under miles-rl 0.0.2: no rollout_id)
+    │   └── HarnessEnvironmentError  the harness program's uv script environment cannot be
+    │                             prepared (offline, uv's cache lacking it): names UV_OFFLINE=1,
+    │                             the cache and the command that fills it
     ├── WireFormatError           the engine answered something that is not a valid sample:
     │   │                         missing/mismatched logprobs, non-finite or positive values,
     │   │                         a count that disagrees with `completion_tokens`.
@@ -142,3 +145,8 @@ class EngineBusyError(EngineStatusError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message, status_code=429)
         self.retry_after = retry_after
+
+
+class HarnessEnvironmentError(ConfigurationError):
+    """The harness program's uv script environment cannot be prepared before the first episode
+    (no package index answered and uv's cache lacks it): `adapter.rollout.harness_uv`."""

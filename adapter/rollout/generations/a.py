@@ -12,7 +12,8 @@ bridging across turns and response parsing) with three adapter duties:
     where the orchestrator finds it and stops the run, exactly as for the bridge's own refusals;
   * the bridge's own `configuration_error` 400s come back as that same type.
 `make_train_client(app)` calls the bridge's typed handler directly: no HTTP client, no port.
-`GenerationA` runs episodes: the environment from the EnvConfig, its tasks, groups of n.
+`GenerationA` runs episodes: the environment from the EnvConfig (its harness program prepared
+first, offline from uv's cache where it can: `ready_harness_program`), its tasks, groups of n.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
 from adapter.config.settings import Settings
 from adapter.errors import EpisodeError, UnsupportedRequestError
 from adapter.rollout.caches import with_harness_cache
+from adapter.rollout.harness_uv import offline_env, program_source
 from adapter.rollout.identity import explicit_advice, renderer_identity
 
 # The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
@@ -208,6 +210,15 @@ def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def ready_harness_program(harness: Any) -> None:
+    """Prepare a subprocess-runtime harness' uv program before any episode (`adapter.rollout.harness_uv`):
+    its env gains UV_OFFLINE=1 once uv's cache holds the program (0.2.x hands the harness env to
+    the preparation), or `HarnessEnvironmentError`. A container or sandbox runtime has its own uv."""
+    source = program_source(type(harness))
+    if source is not None and harness.config.runtime.type == "subprocess":
+        harness.config.env.update(offline_env(source, harness.config.resolved_env))
+
+
 class GenerationA:
     """The generation-A episode runner: one `vf.Environment` from the EnvConfig, its tasks,
     and groups of n rollouts run inside `env.serving()` (group rewards applied by Verifiers)."""
@@ -219,6 +230,7 @@ class GenerationA:
         from verifiers.v1.decorators import discover_decorated
 
         self.env = vf.Environment(vf.EnvConfig.model_validate(with_pinned_harness_cache(config_data)))
+        ready_harness_program(self.env.harness)
         self.tasks = list(self.env.taskset.load())
         self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
 

@@ -12,6 +12,9 @@ generation-neutral:
     (an `n` field in its config) runs as one episode of n traces — its siblings share one
     sampling seed (one context per episode). The trainer's n decides the group size: an env
     per distinct n is loaded and served once (nothing shared is mutated per group);
+  * each agent harness' uv program is prepared before any episode (`ready_harness_programs`):
+    offline from uv's cache where the release lets the harness env decide (0.3.x), refused fast
+    where it cannot be prepared;
   * an episode that failed (`episode.errors`, or a Verifiers rollout error raised) is an
     `EpisodeError`: its group is dropped; anything else a shim raises is a bug and propagates;
   * traces are read through `TraceView`: `Reward{score, weight}` → weighted values (the
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata as metadata
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +35,13 @@ from typing import Any
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.errors import ConfigurationError, EpisodeError
+from adapter.rollout.harness_uv import offline_env, program_source
 from adapter.rollout.identity import renderer_identity
 
 API_KEY_VAR = "VF_SGLANG_API_KEY"  # unset: Verifiers sends "EMPTY", which the bridge ignores
+# What verifiers 0.4.0 sets on its uv script preparation over the harness env (runtimes/base.py,
+# `Runtime.prepare_uv_script`); 0.3.x sets nothing there.
+PREPARE_FORCES = {"UV_OFFLINE": "false"}
 
 
 class TraceView:
@@ -204,4 +212,24 @@ class GenerationB:
 def _load_env(config_data: Mapping[str, Any]) -> Any:
     from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
-    return load_environment(resolve_env_config(dict(config_data)))
+    config = resolve_env_config(dict(config_data))
+    ready_harness_programs(config)
+    return load_environment(config)
+
+
+def ready_harness_programs(config: Any) -> None:
+    """Prepare each subprocess-runtime agent harness' uv program before any episode
+    (`adapter.rollout.harness_uv`), in the validated config Verifiers is about to load. 0.3.x hands
+    the harness env to the preparation: it gains UV_OFFLINE=1 once uv's cache holds the program.
+    0.4.0 prepares with UV_OFFLINE=false (`PREPARE_FORCES`): the program is checked under that,
+    against the index. `HarnessEnvironmentError` when it cannot be prepared."""
+    import verifiers.v1 as vf
+    from verifiers.v1.utils.loaders import harness_class
+
+    forced = {} if metadata.version("verifiers").startswith("0.3.") else PREPARE_FORCES
+    for name in type(config).model_fields:
+        agent = getattr(config, name)
+        if isinstance(agent, vf.AgentConfig) and agent.harness is not None and agent.runtime.type == "subprocess":
+            source = program_source(harness_class(agent.harness.id))
+            if source is not None:
+                agent.harness.env.update(offline_env(source, agent.harness.resolved_env, forced=forced))

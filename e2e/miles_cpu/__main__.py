@@ -32,8 +32,22 @@ def install() -> dict[str, Any]:
     started = time.monotonic()
     miles, sglang = ensure_miles_venv(), ensure_venv(SGLANG_VERSION)
     model = build_tiny_model(progress=False)
+    ready_harness(lane.CONFIG)
     return {"miles_venv": str(miles.path), "sglang_venv": str(sglang.path), "model": str(model),
             "install_s": round(time.monotonic() - started, 1)}
+
+
+def ready_harness(config: Path) -> None:
+    """Load the lane's EnvConfig once here, where a package index may be reachable: the adapter's
+    harness check (`adapter.rollout.harness_uv`) fills uv's cache with the harness program, so in
+    the namespace, with no network, the adapter finds it cached and runs it offline by itself."""
+    from adapter.config.env_config import load_env_config
+    from adapter.rollout.bundled import add_env_sources, tasksets_for_config
+    from adapter.rollout.generations import installed
+
+    tasksets = tasksets_for_config(str(config))
+    add_env_sources([tasksets] if tasksets is not None else [])
+    installed().load(load_env_config(str(config)).data)
 
 
 def checkpoint_alias(run_dir: Path, model_dir: Path) -> Path:

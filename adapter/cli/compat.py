@@ -12,10 +12,13 @@ import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapter.rollout import coinstall
 from adapter.rollout.versions import decide, installed_decision
 
 DOC_NAME = Path("docs") / "compatibility.md"  # relative to the working directory (or --out)
 BEGIN, END = "<!-- compat-table:begin -->", "<!-- compat-table:end -->"
+# which verifiers fit beside each SGLang release in one environment (adapter/rollout/coinstall.py)
+BESIDE_BEGIN, BESIDE_END = "<!-- beside-sglang:begin -->", "<!-- beside-sglang:end -->"
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,14 @@ def render_doc(today: datetime.date | None = None) -> str:
         "`uvx --with tox-uv tox -e <cell>` installs that pair from PyPI and runs tests/contract "
         "(wire contract against the installed renderers, one real episode group, group rewards).", "",
         BEGIN, render_table(), END, "",
+        "## Beside SGLang in one environment", "",
+        "The adapter speaks HTTP to SGLang and needs no sglang in its own environment: there every row "
+        "above holds. Where one environment holds both (a trainer image such as Miles', SGLang "
+        f"{coinstall.MILES_SGLANG}), SGLang's exact openai pin decides which verifiers install beside it "
+        "(from `adapter/rollout/coinstall.py`; `vf-sglang versions` checks the installed ones).", "",
+        BESIDE_BEGIN, coinstall.render_table(), BESIDE_END, "",
     ])
 
 
-def committed_table(text: str) -> str:
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+def committed_table(text: str, begin: str = BEGIN, end: str = END) -> str:
+    return text.split(begin, 1)[1].split(end, 1)[0].strip()

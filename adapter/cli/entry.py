@@ -33,6 +33,7 @@ from adapter.miles.launcher import DEFAULT_RAY_ADDRESS, DEFAULT_TRAIN_SCRIPT
 
 
 def _versions(_: argparse.Namespace) -> int:
+    from adapter.rollout.coinstall import installed_check
     from adapter.rollout.versions import installed_decision
 
     decision = installed_decision()
@@ -40,9 +41,18 @@ def _versions(_: argparse.Namespace) -> int:
     print(f"renderers: {decision.renderers or 'not installed'}")
     if decision.supported:
         print(f"generation: {decision.generation}")
-        return 0
-    print(f"refused: {decision.reason}")
-    return 1
+    else:
+        print(f"refused: {decision.reason}")
+    # openai against the installed verifiers' and sglang's pins: a conflict with sglang's alone is
+    # information (exit 0: the adapter never imports sglang); an openai outside the installed
+    # verifiers' own requirement is a broken install of what the adapter drives (exit 1).
+    check = installed_check()
+    for line in check.lines():
+        print(line)
+    broken = check.broken_reason
+    if broken is not None:
+        print(f"broken: {broken}")
+    return 0 if decision.supported and broken is None else 1
 
 
 async def _serve_bridge_async(args: argparse.Namespace) -> int:

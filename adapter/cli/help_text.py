@@ -61,10 +61,14 @@ ENGINE_HELP = CommandHelp(
 )
 
 VERSIONS_HELP = CommandHelp(
-    summary="print the installed verifiers/renderers and the API generation they map to",
+    summary="print the installed verifiers/renderers, the API generation they map to, and openai's fit",
     description="Print the installed verifiers and renderers releases and the Verifiers API generation\n"
                 "the adapter drives them with, or the version gate's refusal and how to fix it\n"
-                "(exit status 1).",
+                "(exit status 1). Then the installed openai against the openai pins of the installed\n"
+                "verifiers and sglang, and which verifiers releases fit beside that sglang in one\n"
+                "environment (without sglang: the table for each SGLang release; the adapter needs none).\n"
+                "A conflict with sglang's pin is information; an openai outside the installed verifiers'\n"
+                "own requirement is a broken install (exit status 1).",
     example="vf-sglang versions",
 )
 

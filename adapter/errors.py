@@ -12,6 +12,10 @@
     │   │                         trace does not have (names the key and the ones it has)
     │   ├── TrainerSampleError    the installed trainer's Sample cannot represent a rollout
     │   │                         (multi-branch traces under miles-rl 0.0.2: no rollout_id)
+    │   ├── UnsupportedFeatureError  Verifiers' TrainClient or Renderers raised NotImplementedError
+    │   │                         for what an episode asked (a dialect, a tool kind, a content
+    │   │                         part, a renderer option): names it; stops the run at the first
+    │   │                         group, never resampled
     │   └── HarnessEnvironmentError  the harness program's uv script environment cannot be
     │                             prepared (offline, uv's cache lacking it): names UV_OFFLINE=1,
     │                             the cache and the command that fills it
@@ -63,6 +67,12 @@ class UnsupportedRequestError(ConfigurationError):
 
 class TrainerSampleError(ConfigurationError):
     """The installed trainer's `Sample` cannot represent a rollout the environment produced."""
+
+
+class UnsupportedFeatureError(ConfigurationError):
+    """Verifiers' TrainClient or Renderers does not implement what an episode asked for: it raised
+    `NotImplementedError` (recognised by that type, in process, or by the exception type Verifiers
+    recorded on a model call). Every episode would fail alike, so the run stops at once."""
 
 
 class WireFormatError(VfSglangError):

@@ -18,6 +18,7 @@ from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
+from adapter.errors import UnsupportedFeatureError
 from adapter.rollout.generations.b import GenerationB, TraceView, renderer_for, sampling_config
 from adapter.rollout.job import prepare_orchestrator
 from conformance.engine import ScriptedEngine, asgi_app
@@ -102,3 +103,36 @@ async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_token
     (data,) = result.data.values()
     assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 12
     assert data["rewards"][0] == 1.0  # "What is 3 + 4?" is task 0
+
+
+async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen3_tokenizer, monkeypatch) -> None:
+    """Miles' `test_train_client_reports_unsupported_dialect_as_configuration_error` and
+    `test_unsupported_trace_error_is_not_resampled_forever` (tests/fast/examples/experimental/
+    verifiers/test_verifiers_rollout.py): a `NotImplementedError` from Verifiers' TrainClient or
+    Renderers ends the run at the first group. On B that TrainClient is Verifiers' own: the error
+    reaches the harness as a 502 (retried by its SDK) and comes back as the exception type the
+    interception server recorded on each model call, which alone decides. No engine call, no
+    resampling: the first group's calls only."""
+    import renderers.client
+
+    calls: list[dict[str, Any]] = []
+
+    async def unimplemented(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        raise NotImplementedError("Video parts are not yet supported by Qwen3VLRenderer.")
+
+    monkeypatch.setattr(renderers.client, "generate", unimplemented)
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
+    async with served(asgi_app(engine)) as url:
+        settings = Settings(verifiers_config=env_config("arith-v1"), rollout_batch_size=1, n_samples_per_prompt=2,
+                            hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",
+                            rollout_max_response_len=16, rollout_max_context_len=1024,
+                            rollout_global_dataset=False)
+        orchestrator = prepare_orchestrator(settings, engine_url=url)
+        with pytest.raises(UnsupportedFeatureError, match=r"\(trace \w+, model call 0\): NotImplementedError: "
+                                                          "Video parts are not yet supported by Qwen3VLRenderer"):
+            await orchestrator.train(rollout_id=0)
+    # the first group's 2 rollouts, each at most the harness SDK's 3 attempts at a 502
+    assert 2 <= len(calls) <= 6
+    assert engine.generate_requests() == []

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from renderers.base import load_tokenizer
 
-from adapter.errors import ConfigurationError
+from adapter.errors import ConfigurationError, UnsupportedFeatureError
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnEvalInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn, generate_rollout
 from adapter.rollout.samples import flatten
@@ -154,6 +154,35 @@ async def test_a_configuration_error_stops_the_run(qwen3_tokenizer, tokenizer, s
                                                  r"registered model id") as error:
         await fn(RolloutFnTrainInput(rollout_id=0))
     assert "--hf-checkpoint" not in str(error.value)
+    assert sglang_mock.generate_requests() == []
+
+
+async def test_an_unsupported_feature_stops_the_run_at_the_first_group(qwen3_tokenizer, tokenizer, sglang_mock,
+                                                                      monkeypatch) -> None:
+    """Miles' `test_train_client_reports_unsupported_dialect_as_configuration_error` and
+    `test_unsupported_trace_error_is_not_resampled_forever` (tests/fast/examples/experimental/
+    verifiers/test_verifiers_rollout.py): a `NotImplementedError` from Verifiers' TrainClient or
+    Renderers ends the run at the first group. Here Renderers' generate raises it on every call
+    (its own multimodal serialiser, which has no encoder for the Qwen3 renderer). Recognised by
+    type: one 400 per rollout (not retried), the typed refusal names what is not implemented, no
+    engine call, no resampling (before: a 502 retried 3 times per rollout, a harness error per
+    trace, 32 dropped groups, 192 calls, then `RolloutStalledError`)."""
+    import renderers.client
+
+    calls: list[dict[str, Any]] = []
+
+    async def unimplemented(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return renderers.client._build_mm_features(kwargs["renderer"], None)  # raises: no encoder for Qwen3
+
+    monkeypatch.setattr(renderers.client, "generate", unimplemented)
+    sglang_mock.default = arith_policy(tokenizer)
+    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", rollout_batch_size=1)
+    fn = VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+    with pytest.raises(UnsupportedFeatureError, match=r"does not implement \(renderers\.client\): NotImplementedError: "
+                                                      "Multimodal serialization not implemented for Qwen3Renderer"):
+        await fn(RolloutFnTrainInput(rollout_id=0))
+    assert len(calls) == 2  # the first group's n = 2 rollouts, one call each: nothing retried or resampled
     assert sglang_mock.generate_requests() == []
 
 

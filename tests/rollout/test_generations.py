@@ -90,3 +90,32 @@ def test_generation_a_gives_a_pinned_harness_a_per_user_cache(monkeypatch, tmp_p
     assert "UV_CACHE_DIR" not in data["harness"]["env"]  # the loaded document is not mutated
 
 
+
+
+def test_generation_b_stops_on_a_model_call_verifiers_recorded_as_not_implemented() -> None:
+    """Miles' `test_unsupported_trace_error_is_not_resampled_forever` (tests/fast/examples/
+    experimental/verifiers/test_verifiers_rollout.py), which decides by a message prefix. Verifiers
+    0.3.x/0.4.0 run their own TrainClient, so a `NotImplementedError` in it (or in Renderers) only
+    comes back as data: the interception server records each model call's exception class name
+    (`trace.calls[i].error.type`). That field alone decides; a message that merely mentions it does
+    not, and the refusal names what was not implemented and where it was recorded."""
+    from types import SimpleNamespace
+
+    from adapter.errors import UnsupportedFeatureError
+    from adapter.rollout.generations.b import unsupported_call
+
+    def error(kind: str, message: str) -> SimpleNamespace:
+        return SimpleNamespace(type=kind, message=message, status_code=None)
+
+    def trace(trace_id: str, *errors: SimpleNamespace | None) -> SimpleNamespace:
+        return SimpleNamespace(id=trace_id, calls=[SimpleNamespace(error=e) for e in errors])
+
+    healthy = trace("t0", None)
+    lookalike = trace("t1", error("ProviderError", "NotImplementedError: upstream said so"))
+    unimplemented = trace("t2", None, error("NotImplementedError",
+                                            "The renderer client only supports unnamespaced function tools."))
+    assert unsupported_call([healthy, lookalike, SimpleNamespace(id="t3")]) is None
+    refusal = unsupported_call([healthy, lookalike, unimplemented])
+    assert isinstance(refusal, UnsupportedFeatureError)
+    assert "(trace t2, model call 1): NotImplementedError: The renderer client only supports unnamespaced " \
+           "function tools. Every episode" in str(refusal)

@@ -7,6 +7,9 @@
 bundled fixtures and where the episode runner lives. `EpisodeBackend` is the Protocol every
 runner implements (tasks, group rewards, serving, the client, a group of n rollouts, the
 sampling config). `installed()` picks the spec from `adapter.rollout.versions.require_supported()`.
+`unsupported_feature` is the one refusal both shims raise when Verifiers' TrainClient or
+Renderers raised `NotImplementedError` (A catches it in process, B reads the type Verifiers
+recorded on the model call): the run stops at the first group instead of resampling.
 Everything outside this package is generation-neutral: it never compares generation names.
 Import a runner module only through `GenerationSpec.load`: each imports its Verifiers release.
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapter.errors import EnvConfigError
+from adapter.errors import EnvConfigError, UnsupportedFeatureError
 from adapter.rollout import bundled
 from adapter.rollout.versions import Generation, require_supported
 
@@ -109,6 +112,18 @@ def shape_of(data: Mapping[str, Any]) -> GenerationSpec | None:
         if isinstance(data.get(SPECS[name].role_table), Mapping):
             return SPECS[name]
     return None
+
+
+def unsupported_feature(detail: str, *, origin: str | None = None) -> UnsupportedFeatureError:
+    """The refusal for a `NotImplementedError` from Verifiers' TrainClient or Renderers: `detail`
+    is its message (what is not implemented), `origin` where it was raised (A: the module) or
+    recorded (B: the trace and model call), when known. Only the text uses the message."""
+    where = f" ({origin})" if origin else ""
+    what = detail.strip().rstrip(".") or "(no message)"
+    return UnsupportedFeatureError(
+        f"the episode asked for something Verifiers' TrainClient or Renderers does not implement{where}: "
+        f"NotImplementedError: {what}. Every episode would fail alike, so the run stops: use a taskset, "
+        "harness or renderer that does not need it")
 
 
 def installed() -> GenerationSpec:

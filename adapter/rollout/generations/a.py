@@ -1,7 +1,7 @@
 """Generation A (verifiers 0.2.x): the TrainClient wired to the bridge in-process.
 
 `BridgeTrainClient` is Verifiers' own `TrainClient` (Renderers does the rendering, prompt-id
-bridging across turns and response parsing) with three adapter duties:
+bridging across turns and response parsing) with four adapter duties:
   * the renderer pool loads the tokenizer from a local path (a trainer checkpoint) but gives it
     the registered renderer identity (`adapter.rollout.identity`), so a local Qwen3 checkpoint gets the
     Qwen3 renderer with tool and reasoning parsing, not the template fallback;
@@ -10,6 +10,10 @@ bridging across turns and response parsing) with three adapter duties:
     a 400 `ProviderError` naming the setting to change (Verifiers does not retry a 400); the
     typed `UnsupportedRequestError` behind it is recorded on the bridge (`BridgeState.refusal`),
     where the orchestrator finds it and stops the run, exactly as for the bridge's own refusals;
+  * a `NotImplementedError` from Verifiers' TrainClient or Renderers (an unsupported tool kind,
+    content part, renderer option) is caught by that type and refused the same way, as an
+    `UnsupportedFeatureError` naming what was not implemented (Verifiers would otherwise answer
+    the harness a retried 502 and record a harness error per trace, resampled until the stall);
   * the bridge's own `configuration_error` 400s come back as that same type.
 `make_train_client(app)` calls the bridge's typed handler directly: no HTTP client, no port.
 `GenerationA` runs episodes: the environment from the EnvConfig (its harness program prepared
@@ -32,8 +36,9 @@ from verifiers.v1.errors import ProviderError
 
 from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
 from adapter.config.settings import Settings
-from adapter.errors import EpisodeError, UnsupportedRequestError
+from adapter.errors import ConfigurationError, EpisodeError, UnsupportedRequestError
 from adapter.rollout.caches import with_harness_cache
+from adapter.rollout.generations import unsupported_feature
 from adapter.rollout.harness_uv import offline_env, program_source
 from adapter.rollout.identity import explicit_advice, renderer_identity
 
@@ -80,11 +85,13 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
         self.tokenizer_path = tokenizer_path
         self.bridge: BridgeState | None = None  # where refusals are recorded (set by GenerationA)
 
-    def _refuse(self, message: str) -> AdapterRequestError:
-        """Record the typed refusal on the bridge and return the 400 Verifiers understands."""
+    def _refuse(self, message: str | ConfigurationError) -> AdapterRequestError:
+        """Record the typed refusal on the bridge (a message: `UnsupportedRequestError`) and
+        return the 400 Verifiers understands."""
+        refusal = UnsupportedRequestError(message) if isinstance(message, str) else message
         if self.bridge is not None:
-            self.bridge.refusal = UnsupportedRequestError(message)
-        return AdapterRequestError(message)
+            self.bridge.refusal = refusal
+        return AdapterRequestError(str(refusal))
 
     def renderer_name(self, model: str) -> str:
         """The name Renderers resolves its renderer by: the identity the job decided (explicit or
@@ -104,6 +111,14 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
 
     async def get_response(self, dialect: Dialect, body: dict[str, Any], model: str, sampling_args: Any,
                            session_id: str | None = None, turn: Any = None, headers: Any = None) -> Any:
+        try:
+            return await self._get_response(dialect, body, model, sampling_args, session_id=session_id, turn=turn,
+                                            headers=headers)
+        except NotImplementedError as exc:  # by type: what Verifiers/Renderers say they do not implement
+            raise self._refuse(unsupported_feature(str(exc), origin=_raised_in(exc))) from exc
+
+    async def _get_response(self, dialect: Dialect, body: dict[str, Any], model: str, sampling_args: Any, *,
+                            session_id: str | None, turn: Any, headers: Any) -> Any:
         if not isinstance(dialect, ChatDialect):
             raise self._refuse(
                 f"the {type(dialect).__name__} dialect cannot be rendered to tokens: the TrainClient "
@@ -139,6 +154,15 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
             f"auxiliary route {route!r} of the {type(dialect).__name__} dialect is not served by "
             "the adapter: use a harness that only makes chat-completions calls"
         )
+
+
+def _raised_in(exc: BaseException) -> str | None:
+    """The module whose code raised `exc` (its innermost traceback frame), for the refusal."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_globals.get("__name__") if tb is not None else None
+    return name if isinstance(name, str) else None
 
 
 @functools.cache

@@ -15,6 +15,12 @@ generation-neutral:
   * each agent harness' uv program is prepared before any episode (`ready_harness_programs`):
     offline from uv's cache where the release lets the harness env decide (0.3.x), refused fast
     where it cannot be prepared;
+  * Verifiers' own TrainClient (and Renderers in it) runs in this process but out of the
+    adapter's reach: a `NotImplementedError` it raises reaches the harness as a 502 and the trace
+    as a harness error. The interception server records each model call's error type
+    (`ModelCall.error.type`, the class name: 0.3.0, 0.3.1, 0.4.0), so a group whose calls failed
+    with `NotImplementedError` raises `UnsupportedFeatureError` (`unsupported_call`), which stops
+    the run, before any drop is considered;
   * an episode that failed (`episode.errors`, or a Verifiers rollout error raised) is an
     `EpisodeError`: its group is dropped; anything else a shim raises is a bug and propagates;
   * traces are read through `TraceView`: `Reward{score, weight}` → weighted values (the
@@ -28,13 +34,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata as metadata
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
-from adapter.errors import ConfigurationError, EpisodeError
+from adapter.errors import ConfigurationError, EpisodeError, UnsupportedFeatureError
+from adapter.rollout.generations import unsupported_feature
 from adapter.rollout.harness_uv import offline_env, program_source
 from adapter.rollout.identity import renderer_identity
 
@@ -42,6 +49,9 @@ API_KEY_VAR = "VF_SGLANG_API_KEY"  # unset: Verifiers sends "EMPTY", which the b
 # What verifiers 0.4.0 sets on its uv script preparation over the harness env (runtimes/base.py,
 # `Runtime.prepare_uv_script`); 0.3.x sets nothing there.
 PREPARE_FORCES = {"UV_OFFLINE": "false"}
+# The exception type the interception server records (`type(error).__name__`) when Verifiers'
+# TrainClient or Renderers does not implement what a model call needs.
+NOT_IMPLEMENTED = NotImplementedError.__name__
 
 
 class TraceView:
@@ -203,10 +213,25 @@ class GenerationB:
                                                   for i, slot in enumerate(slots)))
         except RolloutError as exc:  # Verifiers' own "a rollout failed" family: data, not a bug
             raise EpisodeError(f"episode failed: {type(exc).__name__}: {exc}") from exc
+        unsupported = unsupported_call(trace for episode in episodes for trace in episode.traces)
+        if unsupported is not None:
+            raise unsupported
         failed = [error for episode in episodes for error in episode.errors]
         if failed:
             raise EpisodeError(f"episode failed: {failed[0].type}: {failed[0].message}")
         return [TraceView(trace) for episode in episodes for trace in episode.traces]
+
+
+def unsupported_call(traces: Iterable[Any]) -> UnsupportedFeatureError | None:
+    """The refusal for the first model call Verifiers recorded as failed with `NotImplementedError`
+    (`trace.calls[i].error.type`, the exception's class name), or None. Decided by that type
+    field alone; the recorded message only goes into the refusal's text."""
+    for trace in traces:
+        for index, call in enumerate(getattr(trace, "calls", None) or ()):
+            error = getattr(call, "error", None)
+            if error is not None and error.type == NOT_IMPLEMENTED:
+                return unsupported_feature(str(error.message), origin=f"trace {trace.id}, model call {index}")
+    return None
 
 
 def _load_env(config_data: Mapping[str, Any]) -> Any:

@@ -430,7 +430,7 @@ def cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-cpu"), *, groups: int = 2, 
              seed: int = CPU_SEED) -> list[Step]:
     """The CPU tier: the reference engine, then K groups of each bundled taskset, verified.
     `envs_dir` holds the installed generation's bundled configs (default: fixtures/envs).
-    Rollouts are seeded (`--seed`: rollout i of task t samples with seed + t×n + i, which the
+    Rollouts are seeded (`--seed`: rollout i of the c-th group samples with seed + c×n + i, which the
     reference engine honours), so a run's rewards — and its verdict — are the same every time."""
     configs = Path(envs_dir) if envs_dir else REPO / "fixtures" / "envs"
     py = python or sys.executable

@@ -16,8 +16,9 @@ about. The exit status says how a job ended: 0 when every group was kept as it c
 `EXIT_DROPPED` (3) when the batch is complete but groups were dropped on the way (the summary
 line counts them by reason), 2 for a refusal the user can act on.
 
-`demo` is seeded by default (`--seed`, default `DEMO_SEED`): rollout i of task t samples with
-seed `seed + t × n + i`, which the reference engine feeds to a per-request `torch.Generator`;
+`demo` is seeded by default (`--seed`, default `DEMO_SEED`): rollout i of the group at task-cursor
+position c samples with seed `seed + c × n + i` (Miles' rule), which the reference engine feeds
+to a per-request `torch.Generator`;
 the engine decodes one request at a time (no batching), so what a rollout samples does not
 depend on what else is in flight, and the table lists groups by task. Two runs print the same
 table.
@@ -238,7 +239,7 @@ def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: s
     parser.add_argument("--max-context-len", type=_at_least(1), default=2048, help="context length (default 2048)")
     parser.add_argument("--temperature", type=_temperature, default=0.8, help="sampling temperature (default 0.8)")
     parser.add_argument("--seed", type=int, default=seed,
-                        help=f"seed base: rollout i of task t samples with seed + t×n + i (default {seed}"
+                        help=f"seed base: rollout i of the c-th group samples with seed + c×n + i (default {seed}"
                         + (", unseeded)" if seed is None else ")"))
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
     add_router_policy(parser)

@@ -84,6 +84,8 @@ class Settings:
     use_opd: bool = False
     use_rollout_routing_replay: bool = False
     use_rollout_indexer_replay: bool = False
+    # Miles re-scores its own rollouts by SGLang prefill with it; the adapter does not (refused).
+    recompute_logprobs_via_prefill: bool = False
     hf_checkpoint: str | None = None
     sglang_tokenizer_path: str | None = None
     sglang_router_ip: str | None = None
@@ -120,6 +122,8 @@ class Settings:
     rollout_sample_filter_path: str | None = None
     rollout_all_samples_process_path: str | None = None
     multi_lora_n_adapters: int = 0
+    # Miles' conversion cannot size a dynamic batch of compact (rollout_id-carrying) data.
+    use_dynamic_global_batch_size: bool = False
 
     @classmethod
     def from_args(cls, args: Any) -> Settings:
@@ -159,12 +163,16 @@ class Settings:
         return self.num_rollout != 0
 
     def for_eval(self) -> Settings:
-        """The same settings with Miles' `eval_*` overrides applied over `rollout_*`."""
+        """The same settings with Miles' `eval_*` overrides applied over `rollout_*` (its example's
+        `_make_eval_args`): an unset `eval_*` keeps the `rollout_*` value, except the prompt cap and
+        the minimum new tokens, which eval always takes from `eval_*`."""
         overrides: dict[str, Any] = {
             "reward_key": self.eval_reward_key or self.reward_key,
             "n_samples_per_prompt": self.n_samples_per_eval_prompt,
-            # Miles always copies eval_max_prompt_len (None disables the first-turn cap).
+            # Miles always copies eval_max_prompt_len (None disables the first-turn cap) and
+            # eval_min_new_tokens (None clears training's minimum: eval samples stop freely).
             "rollout_max_prompt_len": self.eval_max_prompt_len,
+            "rollout_min_new_tokens": self.eval_min_new_tokens,
         }
         pairs = {
             "eval_temperature": "rollout_temperature",
@@ -172,7 +180,6 @@ class Settings:
             "eval_top_k": "rollout_top_k",
             "eval_max_response_len": "rollout_max_response_len",
             "eval_max_context_len": "rollout_max_context_len",
-            "eval_min_new_tokens": "rollout_min_new_tokens",
         }
         for eval_name, rollout_name in pairs.items():
             value = getattr(self, eval_name)

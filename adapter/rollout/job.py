@@ -160,8 +160,8 @@ async def _learn_seeding(orchestrator: Orchestrator, engine_url: str) -> None:
         orchestrator.server_deterministic = True
         logger.warning(
             "the SGLang server runs with --enable-deterministic-inference: unseeded, every rollout of a group "
-            "would sample the same tokens, so rollout i of task t is seeded %d + t × n + i (set the base with "
-            "--seed)", orchestrator.settings.rollout_seed)
+            "would sample the same tokens, so rollout i of the group at task-cursor position c is seeded "
+            "%d + c × n + i (set the base with --seed)", orchestrator.settings.rollout_seed)
 
 
 def _check_vocab(info: Mapping[str, Any], orchestrator: Orchestrator) -> None:

@@ -7,9 +7,11 @@ Consumes `Settings`, an episode backend (a generation shim: `tasks`, `has_group_
 `EvalOutput(data, metrics)` keyed by env id with aligned `rewards`/`truncated`/`samples`,
 `rewards` numeric or None (Miles averages them).
 
-Every rollout (trace) gets an int `rollout_id` from one counter per orchestrator, so ids are
-unique across train and eval calls of a run. In-flight episodes are bounded by
-`Settings.max_in_flight` (Miles' bound); the renderer pool by `renderer_pool_size`.
+Every rollout (trace) takes an int `rollout_id` from one counter per orchestrator, so ids are
+unique across train and eval calls of a run (only the siblings of a multi-branch rollout carry
+it: adapter.rollout.sample_type.identity_fields). Seeds follow the global task cursor
+(`_seed_base`). In-flight episodes are bounded by `Settings.max_in_flight` (Miles' bound); the
+renderer pool by `renderer_pool_size`.
 
 Train (docs/contract.md §6): launch `over_sampling_batch_size` task groups at a time until enough
 groups are kept; the task cursor starts at `rollout_id × rollout_batch_size` on the first call
@@ -39,7 +41,7 @@ from adapter.bridge.stats import SessionStats
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.proxies import bypass_proxies_for_loopback
-from adapter.errors import ConfigurationError, EpisodeError, VfSglangError
+from adapter.errors import ConfigurationError, EpisodeError, TrainerSampleError, VfSglangError
 from adapter.rollout.generations import EpisodeBackend
 from adapter.rollout.hooks import RolloutHooks, score
 from adapter.rollout.metrics import CallStats
@@ -148,26 +150,32 @@ class Orchestrator:
             await client.close()
             await engine.aclose()
 
-    def _next_task(self, rollout_id: int) -> int:
+    def _next_task(self, rollout_id: int) -> tuple[int, int]:
+        """(task index, cursor position) of the next train group. The cursor is global: it starts
+        at `rollout_id × rollout_batch_size` on the first call (resume) and only ever grows, so a
+        task drawn again (a second pass, a replaced group) sits at a new position."""
         if self._cursor is None:
             self._cursor = rollout_id * (self.settings.rollout_batch_size or 1)
-        index = self._order[self._cursor % len(self._order)]
+        position = self._cursor
         self._cursor += 1
-        return index
+        return self._order[position % len(self._order)], position
 
-    def _seed_base(self, task_index: int, n: int) -> int | None:
-        """Rollout i of task t samples with seed `rollout_seed + t × n + i` (Miles' rule) when
-        seeds are asked for, or when the server is deterministic: a deterministic SGLang server
-        given no `sampling_seed` samples every request alike, so n rollouts would be identical."""
+    def _seed_base(self, position: int, n: int) -> int | None:
+        """Rollout i of the group at `position` samples with seed `rollout_seed + position × n + i`
+        (Miles' rule: the global task cursor in train, the task's index in eval) when seeds are
+        asked for, or when the server is deterministic: a deterministic SGLang server given no
+        `sampling_seed` samples every request alike, so n rollouts would be identical. A task that
+        repeats in a batch or a later step therefore gets new seeds."""
         if not (self.settings.sglang_enable_deterministic_inference or self.server_deterministic):
             return None
-        return self.settings.rollout_seed + task_index * n
+        return self.settings.rollout_seed + position * n
 
-    async def _run(self, task_index: int, client: Any, settings: Settings, semaphore: asyncio.Semaphore) -> list[Any]:
+    async def _run(self, task_index: int, client: Any, settings: Settings, semaphore: asyncio.Semaphore, *,
+                   position: int) -> list[Any]:
         n = settings.n_samples_per_prompt
         return await self.backend.run_group(
             task_index, n=n, client=client, model=self.model, settings=settings,
-            seed_base=self._seed_base(task_index, n), semaphore=semaphore)
+            seed_base=self._seed_base(position, n), semaphore=semaphore)
 
     def _take_rollout_ids(self, count: int) -> int:
         first = self._rollout_ids
@@ -183,6 +191,12 @@ class Orchestrator:
                                  reward_key=self.settings.reward_key, stats=call.engine.get)
         if not outcome.kept:
             return outcome
+        if self.settings.use_dynamic_global_batch_size and any(isinstance(e, list) for e in outcome.samples):
+            raise TrainerSampleError(
+                "a multi-branch rollout (compaction or sub-agents: its samples share a rollout_id) cannot be "
+                "trained with --use-dynamic-global-batch-size: Miles treats such a batch as compact and computes "
+                "no dynamic batch size for it, then asserts in convert_samples_to_train_data; drop "
+                "--use-dynamic-global-batch-size or use a harness that keeps one branch")
         problem = await score(self.hooks.reward, outcome.samples)
         if problem is not None:
             return GroupOutcome([], "reward_hook_count", problem)
@@ -218,7 +232,8 @@ class Orchestrator:
                 while len(kept) < target:
                     if len(kept) + len(pending) < target:  # not enough in flight: launch a batch
                         for _ in range(batch):
-                            coro = self._run(self._next_task(rollout_id), client, self.settings, semaphore)
+                            task_index, position = self._next_task(rollout_id)
+                            coro = self._run(task_index, client, self.settings, semaphore, position=position)
                             pending.add(asyncio.create_task(coro))
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     self._raise_refusal()
@@ -271,7 +286,7 @@ class Orchestrator:
         settings = self.settings.for_eval()
         semaphore = asyncio.Semaphore(settings.max_in_flight)
         async with self._session(settings, engine_url) as (client, engine, session_stats):
-            tasks = {asyncio.create_task(self._run(i, client, settings, semaphore)): i
+            tasks = {asyncio.create_task(self._run(i, client, settings, semaphore, position=i)): i
                      for i in range(len(self.backend.tasks))}
             try:
                 groups = await asyncio.gather(*tasks)

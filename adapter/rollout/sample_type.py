@@ -9,9 +9,10 @@ ours raises `ValueError` naming the lengths.
 
 `sample_class()` decides once per process which class the adapter builds samples with;
 `identity_fields(cls, ...)` fits the rollout identity to the fields that class has: Miles main's
-`routing_key` and `rollout_id`, or the published miles-rl 0.0.2's `session_id` and no
-`rollout_id` (fixtures/miles/sample-miles-rl-0.0.2.json). A rollout 0.0.2 cannot represent
-(several branches: nothing would keep the siblings together) is refused with a typed error.
+`routing_key` (and `rollout_id`, set on the siblings of a multi-branch rollout only), or the
+published miles-rl 0.0.2's `session_id` and no `rollout_id`
+(fixtures/miles/sample-miles-rl-0.0.2.json). A rollout 0.0.2 cannot represent (several branches:
+nothing would keep the siblings together) is refused with a typed error.
 """
 
 from __future__ import annotations
@@ -241,14 +242,19 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def identity_fields(cls: type, *, trace_id: str, rollout_id: int, branches: int) -> dict[str, Any]:
-    """The routing key under the name `cls` has, and `rollout_id` where `cls` has one; a
-    multi-branch rollout without a `rollout_id` field is a `TrainerSampleError`."""
+    """The routing key under the name `cls` has; `rollout_id` only on the siblings of a
+    multi-branch rollout (Miles' `validate_compact_rollout_ids` needs it there, and any sample
+    carrying one makes Miles treat the whole batch as compact: never trimmed to a multiple of
+    --global-batch-size, no dynamic batch size), left None on a plain sample as Miles' own example
+    does. A multi-branch rollout with no `rollout_id` field (miles-rl 0.0.2) is a `TrainerSampleError`."""
     names = _field_names(cls)
     routing = [name for name in ROUTING_FIELDS if name in names][:1]
     identity: dict[str, Any] = {name: trace_id for name in routing}
+    if branches < 2:
+        return identity  # Miles treats a batch with any rollout_id as compact: only siblings carry one
     if "rollout_id" in names:
         identity["rollout_id"] = rollout_id
-    elif branches > 1:
+    else:
         raise TrainerSampleError(
             f"trace {trace_id!r} has {branches} branches (compaction or sub-agents), but the installed "
             f"{cls.__module__}.Sample has no rollout_id (miles-rl 0.0.2), so Miles cannot keep a rollout's "

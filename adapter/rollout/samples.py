@@ -6,9 +6,9 @@ Consumes Verifiers traces (any object with the `Trace` attributes this module re
 `sampled_mask`, `logprobs` (0.0 on unsampled positions); optionally the engine's per-session
 `RolloutStats` (adapter.bridge.stats), keyed by trace id.
 Emits samples of `sample_class()` (Miles' own class when Miles is importable). One trace is
-one rollout: it gets an int `rollout_id` (unique in the run, from the caller's counter) and
-`routing_key = trace.id` (miles-rl 0.0.2: `session_id`, and no `rollout_id`:
-`sample_type.identity_fields`). A single-branch trace is one `Sample` entry of its group; a
+one rollout, routed by `routing_key = trace.id` (miles-rl 0.0.2: `session_id`); the siblings of
+a multi-branch rollout share an int `rollout_id` (unique in the run, from the caller's counter),
+a plain sample keeps None (`sample_type.identity_fields`). A single-branch trace is one `Sample` entry of its group; a
 multi-branch trace (compaction, sub-agents) is ONE nested `list[Sample]` entry, one sample per
 branch, all sharing the rollout's `rollout_id` and reward (Miles asserts both). The last
 branch is the rollout's main sample (eval reports it; it carries the prefix-cache stats).

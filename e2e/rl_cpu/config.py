@@ -26,7 +26,7 @@ class RLConfig:
     epochs: int = 1  # optimizer steps per batch (on-policy: the ratio is the engine/trainer mismatch)
     temperature: float = 0.8
     max_response_len: int = 32
-    seed: int = 1234  # --rollout-seed: rollout i of task t samples with seed + t·n + i
+    seed: int = 1234  # --rollout-seed: rollout i of the c-th group samples with seed + c·n + i
     window: int = 2  # steps averaged at each end for the reward check (2 × 6 groups = every task once)
     kl_limit: float = 1e-3
     taskset: str = "arith-v1"

@@ -87,15 +87,32 @@ async def test_multi_branch_rollout_is_one_nested_entry_sharing_an_int_rollout_i
     assert len({s.rollout_id for s in nested[0]}) == 1 and isinstance(nested[0][0].rollout_id, int)
 
 
-async def test_rollout_ids_are_unique_ints_across_train_and_eval_calls(miles, sglang_mock) -> None:
+async def test_rollout_ids_mark_siblings_only_and_are_unique_ints_across_calls(miles, sglang_mock) -> None:
+    """Miles main's `postprocess_rollout_data` treats a batch with any rollout_id as compact; its
+    verifiers example (`_convert_group`) never sets one: only the siblings of a nested rollout carry
+    one here, unique across train calls of the run."""
     orch = orchestrator(["ok", "branches", "ok", "ok"], sglang_mock)
     first, second = await orch.train(rollout_id=0), await orch.train(rollout_id=1)
-    evaluated = await orch.evaluate()
-    train_ids = [{s.rollout_id for s in (e if isinstance(e, list) else [e])} for o in (first, second)
-                 for g in o.groups for e in g]
-    assert all(len(ids) == 1 for ids in train_ids)
-    ids = [next(iter(i)) for i in train_ids] + [s.rollout_id for s in evaluated.data["arith-v1"]["samples"]]
-    assert all(type(i) is int for i in ids) and len(set(ids)) == len(ids)
+    entries = [e for o in (first, second) for g in o.groups for e in g]
+    nested = [e for e in entries if isinstance(e, list) and len(e) > 1]
+    plain = [s for e in entries if e not in nested for s in (e if isinstance(e, list) else [e])]
+    assert plain and all(s.rollout_id is None for s in plain)
+    ids = [{s.rollout_id for s in e} for e in nested]
+    assert nested and all(len(i) == 1 for i in ids)
+    flat_ids = [next(iter(i)) for i in ids]
+    assert all(type(i) is int for i in flat_ids) and len(set(flat_ids)) == len(flat_ids)
+
+
+async def test_a_multi_branch_rollout_with_dynamic_batch_size_stops_the_run_naming_both(miles, sglang_mock) -> None:
+    """Miles main: `convert_samples_to_train_data` asserts `use_dynamic_global_batch_size ==
+    (dynamic_global_batch_size is not None)`, and compact data gets none computed."""
+    from adapter.errors import TrainerSampleError
+
+    orch = orchestrator(["branches", "ok"], sglang_mock, rollout_batch_size=1, use_dynamic_global_batch_size=True)
+    with pytest.raises(TrainerSampleError, match=r"multi-branch.*--use-dynamic-global-batch-size"):
+        await orch.train(rollout_id=0)
+    plain = orchestrator(["ok", "ok"], sglang_mock, use_dynamic_global_batch_size=True)
+    assert len((await plain.train(rollout_id=0)).groups) == 2  # plain samples are not compact: allowed
 
 
 EVAL_CASES = [

@@ -120,6 +120,32 @@ async def test_deterministic_inference_gives_each_group_its_seed_base(sglang_moc
     assert {seed for _, _, seed in plain_backend.calls} == {None}
 
 
+async def test_seeds_follow_the_global_task_cursor_so_a_repeated_task_gets_new_seeds(sglang_mock) -> None:
+    """Miles' verifiers example, `_call_train`: seed = rollout_seed + cursor × n, the cursor being
+    the global task index (resumed from rollout_id × rollout_batch_size), not the task's index in
+    the dataset: 2 tasks drawn 4 times give seed bases 100, 102, 104, 106, never 100, 102, 100, 102."""
+    orch, backend = orchestrator(["ok"] * 2, sglang_mock, sglang_enable_deterministic_inference=True,
+                                 rollout_seed=100, rollout_batch_size=4, over_sampling_batch_size=4)
+    await orch.train(rollout_id=0)
+    await orch.train(rollout_id=1)
+    assert [(task, seed) for task, _, seed in backend.calls] == [
+        (0, 100), (1, 102), (0, 104), (1, 106), (0, 108), (1, 110), (0, 112), (1, 114)]
+    pairs = [(task, seed) for task, _, seed in backend.calls]
+    assert len(set(pairs)) == len(pairs)  # no (task, seed base) shared by two groups of the run
+    resumed, resumed_backend = orchestrator(["ok"] * 2, sglang_mock, sglang_enable_deterministic_inference=True,
+                                            rollout_seed=100, rollout_batch_size=4, over_sampling_batch_size=4)
+    await resumed.train(rollout_id=1)  # a resumed run continues the cursor: the same seeds as step 1 above
+    assert [seed for _, _, seed in resumed_backend.calls] == [108, 110, 112, 114]
+
+
+async def test_eval_seeds_are_the_tasks_index_times_n_eval(sglang_mock) -> None:
+    """Miles' example, eval: seed = rollout_seed + index × n_samples_per_eval_prompt."""
+    orch, backend = orchestrator(["ok"] * 3, sglang_mock, sglang_enable_deterministic_inference=True,
+                                 rollout_seed=100, n_samples_per_eval_prompt=3)
+    await orch.evaluate()
+    assert sorted((task, seed) for task, _, seed in backend.calls) == [(0, 100), (1, 103), (2, 106)]
+
+
 async def test_reward_hook_overrides_and_wrong_counts_drop(sglang_mock) -> None:
     async def reward(samples):
         return [0.5] * len(samples)

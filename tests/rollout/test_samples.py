@@ -34,7 +34,7 @@ def test_single_turn_fields() -> None:
     assert sample.response == "4"
     assert sample.label == "4"
     assert sample.status is Status.COMPLETED
-    assert (sample.routing_key, sample.rollout_id) == (trace.id, 7)
+    assert (sample.routing_key, sample.rollout_id) == (trace.id, None)  # a plain sample: no rollout_id
     assert not hasattr(sample, "session_id")
     assert sample.metadata["verifiers"] == {
         "branch_index": 0, "task_index": 0, "rewards": {"correct": 1.0}, "metrics": {},
@@ -140,14 +140,17 @@ def group(*specs: TraceSpec, n: int | None = None, **kwargs):
     return assemble_group(traces, n=len(traces) if n is None else n, first_rollout_id=100, **kwargs)
 
 
-def test_group_assigns_group_index_consecutive_indices_and_one_rollout_id_per_trace() -> None:
+def test_group_assigns_group_index_consecutive_indices_and_a_rollout_id_to_siblings_only() -> None:
+    """Miles main, `postprocess_rollout_data`: a batch is compact when ANY sample has a rollout_id
+    (never trimmed to --global-batch-size, no dynamic batch size), and its own verifiers example
+    leaves plain samples without one; `validate_compact_rollout_ids` needs it on siblings."""
     outcome = group(SPEC, SPEC, dataclasses.replace(SPEC, extra_branches=1),
                     group_index=7, first_index=10)
     assert outcome.kept
     samples = list(flatten(outcome.samples))
     assert [s.group_index for s in samples] == [7, 7, 7, 7]
     assert [s.index for s in samples] == [10, 11, 12, 13]
-    assert [s.rollout_id for s in samples] == [100, 101, 102, 102]
+    assert [s.rollout_id for s in samples] == [None, None, 102, 102]
 
 
 def test_single_branch_traces_are_plain_entries_and_a_multi_branch_trace_is_one_nested_entry() -> None:

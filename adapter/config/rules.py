@@ -82,6 +82,10 @@ RULES: tuple[Rule, ...] = (
     Rule("indexer_replay", lambda s, _: s.use_rollout_indexer_replay,
          "{use_rollout_indexer_replay} is set: indexer data is not carried through Verifiers "
          "traces; remove the flag"),
+    Rule("recompute_logprobs_via_prefill", lambda s, _: s.recompute_logprobs_via_prefill,
+         "{recompute_logprobs_via_prefill} is set: the adapter does not re-score rollouts by SGLang "
+         "prefill, so rollout_log_probs would silently stay the sampling (decode) logprobs; remove "
+         "{recompute_logprobs_via_prefill}"),
     Rule("eval_group_rm", lambda s, _: s.group_rm and s.eval_enabled,
          "{group_rm} with evaluation on: group reward models are not run on eval samples; "
          "remove {group_rm} or turn eval off ({eval_interval})"),

@@ -26,6 +26,8 @@ CASES = {
                        "--use-rollout-routing-replay"),
     "indexer_replay": ({"use_rollout_indexer_replay": True}, OK_ENV,
                        "--use-rollout-indexer-replay"),
+    "recompute_logprobs_via_prefill": ({"recompute_logprobs_via_prefill": True}, OK_ENV,
+                                       "--recompute-logprobs-via-prefill"),
     "eval_group_rm": ({"group_rm": True, "eval_interval": 5}, OK_ENV, "--group-rm"),
     "empty_taskset": ({}, EnvFacts(task_count=0, has_group_reward=False), "zero tasks"),
     "group_reward_train_n": ({"n_samples_per_prompt": 1}, GROUP_ENV, "--n-samples-per-prompt"),
@@ -84,6 +86,25 @@ def test_settings_parse_miles_shapes() -> None:
     assert settings.rollout_stop == ("</a>",)
     assert settings.rollout_stop_token_ids == (7, 8)
     assert settings.apply_chat_template_kwargs == {"enable_thinking": False}
+
+
+def test_recompute_logprobs_via_prefill_is_refused_at_construction_naming_the_flag(make_settings) -> None:
+    """Miles' `test_unsupported_wiring_fails_before_any_episode_runs` (its example's fail-fast
+    table, tests/fast/examples/experimental/verifiers/test_verifiers_rollout.py): Miles' example
+    re-scores its samples by prefill when the flag is set; the adapter does not, so the flag,
+    read from Miles' own args, is refused before any episode instead of silently ignored."""
+    from adapter.miles.abi import RolloutFnConstructorInput
+    from adapter.miles.binding import VerifiersRolloutFn
+
+    args = argparse.Namespace(recompute_logprobs_via_prefill=True, rollout_global_dataset=False)
+    settings = Settings.from_args(args)
+    assert [rule.name for rule in violations(settings, OK_ENV)] == ["recompute_logprobs_via_prefill"]
+    with pytest.raises(ConfigurationError, match=r"--recompute-logprobs-via-prefill is set: .*remove "
+                                                 r"--recompute-logprobs-via-prefill"):
+        validate(settings, OK_ENV)
+    with pytest.raises(ConfigurationError, match=r"\[recompute_logprobs_via_prefill\] --recompute-logprobs"):
+        VerifiersRolloutFn(RolloutFnConstructorInput(args, None))  # Miles constructs it: refused there
+    validate(make_settings(recompute_logprobs_via_prefill=False), OK_ENV)
 
 
 def test_eval_settings_override_rollout_settings() -> None:

@@ -6,7 +6,7 @@ run in their own processes; the paths are `benchmarks.paths` (floor, Miles' own 
 the bare handler, generation A's door, generation B's served path in this loop and as its own
 process, generation B's client alone). Every round runs each path `--per-round` times in a fresh
 random order; a path's added time in a round is its mean time minus the floor's mean time in the
-same round; medians with 95 % bootstrap CIs over rounds. Goals (issue 24): gen-A door ≤ 60 µs,
+same round; medians with 95 % bootstrap CIs over rounds. Goals (docs/performance.md): gen-A door ≤ 60 µs,
 gen-B ≤ 300 µs over the floor, per-turn growth ≤ 10 µs per 1k prompt tokens (gen-A door over the
 floor, prompts of 300 → 25,700 tokens: turns 1 → 128 of a 200-token-per-turn session), and trace →
 Sample conversion ≥ 8 M tokens/s.

@@ -1,4 +1,4 @@
-"""The GPU tier's first step: can this machine run the pinned SGLang at all? (issue 15.9)
+"""The GPU tier's first step: can this machine run the pinned SGLang at all?
 
 sglang 0.5.15's wheels need a CUDA 13 driver and glibc >= 2.34. Without this check a runner
 with an older driver fails minutes later, mid-install or at SGLang's first kernel launch, with

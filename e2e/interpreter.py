@@ -1,4 +1,4 @@
-"""The GPU tier's base interpreter: the runner image's own Python, never a venv's (issue 15.1).
+"""The GPU tier's base interpreter: the runner image's own Python, never a venv's.
 
 The GPU tier builds `uv venv --system-site-packages` so that the runner image's preinstalled
 stack (CUDA torch, ...) is visible. uv builds a venv on the *base* of the interpreter it is

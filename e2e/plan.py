@@ -2,9 +2,9 @@
 `PlanOptions`. Tests snapshot the plans on CPU; `e2e.runner` executes them. Values are
 literal: the runner never expands `$VARS` in them (a step prepends to PATH with `path_prepend`).
 
-GPU tier (CONTRACT.md §7): Qwen3-0.6B served by real SGLang, code-golf-v1 from the verifiers
+GPU tier (docs/contract.md §7): Qwen3-0.6B served by real SGLang, code-golf-v1 from the verifiers
 repository at the pinned tag, 3 groups × 4, verified by `e2e.verify`. It encodes the setup
-mistakes that broke before (issue 15):
+mistakes that broke before:
   * the driver is checked first (`e2e.driver`): sglang 0.5.15's wheels need a CUDA 13 driver and
     glibc >= 2.34, and a runner without them fails there with that message, not mid-install;
   * installs go into a `uv venv --system-site-packages` built on the runner's *system* Python

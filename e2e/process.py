@@ -1,4 +1,4 @@
-"""One foreground step process with a deadline that holds whether or not it prints (issue 15.5).
+"""One foreground step process with a deadline that holds whether or not it prints.
 
 `run_with_deadline(argv, ...)` starts the step in its own session (so its process group is
 its own: children and grandchildren included), pumps its merged stdout/stderr line by line to

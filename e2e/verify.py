@@ -1,8 +1,8 @@
-"""The verify step shared by the CPU and GPU E2E tiers (CONTRACT.md §7), per taskset.
+"""The verify step shared by the CPU and GPU E2E tiers (docs/contract.md §7), per taskset.
 
 Consumes dumped samples (`Sample.to_dict()` rows, one JSON object per line) and an
 `Expectation`; emits nothing on success, otherwise `VerificationError` listing every broken
-invariant at once. Invariants (those of the E2E this replaces, MILES.md §6): the sample count;
+invariant at once. Invariants (those of Miles' own verifiers E2E, which this replaces): the sample count;
 `group_index` counts exactly {0: n, 1: n, ..., groups-1: n}; statuses ⊆ {completed, truncated}
 with at least one completed; finite scalar rewards; `len(rollout_log_probs) == len(loss_mask)
 == response_length` with finite logprobs; the exact reward components; no `error` in

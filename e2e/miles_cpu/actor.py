@@ -3,7 +3,7 @@
 
 Miles' `create_training_models` builds `MegatronTrainRayActor` even under `--debug-rollout-only`,
 and its `init` calls `torch.cuda.set_device`, starts NCCL and initialises Megatron: the one hard
-GPU dependency of the rollout path (design/MILES_CPU.md). With `--debug-rollout-only` that actor
+GPU dependency of the rollout path (docs/miles.md, "What is stood in, and why"). With `--debug-rollout-only` that actor
 then only
 
   (a) reports `{"dp_size": intra_dp.size}` to `rollout_manager.set_train_parallel_config`

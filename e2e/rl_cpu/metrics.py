@@ -7,7 +7,7 @@ Consumes Miles `Sample`s as the rollout function returns them (docs/contract.md 
 `len(trainer_lp) == len(tokens) - 1`, at the rollout temperature.
 
 Emits:
-  * `group_advantages`: Miles' reward normalisation for grpo (design MILES.md §3,
+  * `group_advantages`: Miles' reward normalisation for grpo (docs/contract.md §8.5,
     `miles/ray/rollout/train_data_conversion.py`): per `group_index`, one reward per rollout
     (`rollout_id`, else `index`; siblings must agree), minus the group mean, divided by the
     group's unbiased std + 1e-6 when there are ≥ 2 rollouts and the std is > 0.

@@ -1,6 +1,6 @@
 """Real, unmodified PyPI SGLang served on CPU for tests: pinned, installed, started, stopped.
 
-What it owns (the measured facts behind it are in the design note SGLANG_CPU.md):
+What it owns (what runs against it and what it proves: docs/sglang.md, "Real SGLang on a CPU box"):
 
     lock.py      requirements/sglang-V.in/.txt: sglang's Requires-Dist minus CUDA-only packages,
                  plus the project's torch, compiled with uv (`python -m e2e.sglang_cpu lock`)

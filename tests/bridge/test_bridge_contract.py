@@ -1,5 +1,5 @@
 """Contract: the real verifiers 0.2.0 TrainClient + real Renderers Qwen3 renderer + real Qwen3
-tokenizer, through the bridge, against the scripted SGLang engine (CONTRACT.md §2, §3, §5).
+tokenizer, through the bridge, against the scripted SGLang engine (docs/contract.md §2, §3, §5).
 
 These fail if the bridge re-tokenized, dropped or mislabelled a logprob, or retried a 4xx.
 Regenerate the request snapshot with `uv run pytest tests/bridge/test_bridge_contract.py --snapshot-update`.

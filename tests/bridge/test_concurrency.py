@@ -1,4 +1,4 @@
-"""In-flight bound as Miles sizes it (design/MILES.md §5) and the renderer pool sized for it."""
+"""In-flight bound as Miles sizes it (docs/contract.md §8.3) and the renderer pool sized for it."""
 
 from __future__ import annotations
 

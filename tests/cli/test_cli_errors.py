@@ -1,5 +1,5 @@
 """A newcomer's mistakes are one line naming what they typed, with exit status 2, found before
-any slow work (issue 16's table: abbreviations, `--groups 0`, `--n 1` with group rewards, a
+any slow work (abbreviations, `--groups 0`, `--n 1` with group rewards, a
 missing model dir, an unreadable tokenizer, a port in use)."""
 
 from __future__ import annotations

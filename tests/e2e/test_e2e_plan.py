@@ -1,4 +1,4 @@
-"""The E2E plans as data (snapshot-locked) and what the GPU tier's plan must contain (issue 15).
+"""The E2E plans as data (snapshot-locked) and what the GPU tier's plan must contain (the mistakes e2e/plan.py lists).
 
 Regenerate the plan snapshots with `uv run pytest tests/e2e/test_e2e_plan.py --snapshot-update`.
 The steps themselves run on CPU in tests/test_e2e_runner.py and tests/e2e/test_gpu_prechecks.py.
@@ -33,7 +33,7 @@ OPTIONS = PlanOptions(run_dir=str(REPO / "runs" / "e2e-gpu"), base_python="/usr/
                       base_python_how="the first python3 on PATH outside any venv: /usr/bin/python3")
 
 
-# The Miles variant (issue 28): Miles' own verifiers E2E in Miles' image, the adapter as its rollout function.
+# The Miles variant: Miles' own verifiers E2E in Miles' image, the adapter as its rollout function.
 MILES = dataclasses.replace(OPTIONS, variant="miles", run_dir=str(REPO / "runs" / "e2e-gpu-miles"))
 MILES_RUN = f"{REPO}/runs/e2e-gpu-miles"
 
@@ -176,7 +176,7 @@ def test_the_sglang_cpu_rehearsal_runs_the_gpu_tiers_sglang_steps_without_cuda()
     assert all(f"verify-{s.name.removeprefix('rollouts-')}" in names for s in rollouts)
 
 
-# ---- The Miles variant: Miles' own verifiers E2E, with the adapter as the rollout function (issue 28).
+# ---- The Miles variant: Miles' own verifiers E2E, with the adapter as the rollout function.
 
 
 

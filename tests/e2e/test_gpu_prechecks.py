@@ -1,4 +1,4 @@
-"""The GPU tier's CPU-testable parts, run for real (issue 15): the base interpreter is the
+"""The GPU tier's CPU-testable parts, run for real: the base interpreter is the
 system one, the new venv sees a package of its site, the driver pre-check fails with the
 requirement, the CPU-testable steps pass twice on one run dir, and the fast lane never
 selects GPU work even where CUDA is reported present."""

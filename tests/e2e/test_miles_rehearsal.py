@@ -1,5 +1,5 @@
-"""The GPU plan's Miles variant rehearsed on CPU (issue 28): every step that needs neither a GPU nor
-Miles' real image runs for real through `e2e.runner` against a stand-in image, and each step's
+"""The GPU plan's Miles variant (docs/miles.md, "The GPU plan") rehearsed on CPU: every step that needs
+neither a GPU nor Miles' real image runs for real through `e2e.runner` against a stand-in image, and each step's
 `produces` is checked by the runner.
 
 The stand-in image is a non-venv interpreter (tests/gpu_fakes.py) whose system site holds stand-ins

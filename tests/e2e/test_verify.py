@@ -1,6 +1,6 @@
 """The shared E2E verify function: passes a known-good dump, names each broken invariant.
 
-`BREAKAGES` holds one case per invariant of the E2E it replaces (MILES.md §6, issue 15.7), each
+`BREAKAGES` holds one case per invariant of the E2E it replaces (Miles' own verifiers E2E; docs/contract.md §7), each
 breaking exactly that invariant of an otherwise good code-golf dump.
 """
 

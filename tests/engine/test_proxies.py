@@ -1,4 +1,4 @@
-"""Loopback calls never go through a proxy (issue 15.4), tested with `http_proxy`/`HTTP_PROXY`
+"""Loopback calls never go through a proxy, tested with `http_proxy`/`HTTP_PROXY`
 pointing at a closed loopback port: any request sent to "the proxy" fails to connect. (Only
 the http ones: on a real proxied machine the proxy works for the https package downloads uv
 makes for the harness, so those must not be broken here either.)"""

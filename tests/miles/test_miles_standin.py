@@ -2,7 +2,7 @@
 the field table (conformance.miles_table) is put on a tmp path, so every sample the adapter
 builds is constructed through Miles' class (a field Miles lacks, like `session_id`, is a
 TypeError there), and the train and eval outputs pass the checks Miles applies at HEAD
-(conformance.miles_checks, design/MILES.md §3).
+(conformance.miles_checks, docs/contract.md §8.5).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A field added, removed, renamed, retyped or re-defaulted in `adapter.rollout.sample_type` or
 `adapter.miles.abi` without the table (or the other way round) fails here, naming every
-difference. The table holds facts from radixark/miles@31f1ca961 (design/MILES.md §1-2).
+difference. The table holds facts from radixark/miles@31f1ca961 (`miles/utils/types.py`, `miles/rollout/base_types.py`).
 """
 
 from __future__ import annotations

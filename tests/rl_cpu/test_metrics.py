@@ -41,7 +41,7 @@ def sample(reward: float = 0.0, *, group: int = 0, key: int = 0, lps: tuple[floa
                        group_index=group, rollout_key=key, weight_versions=("0",), status="completed")
 
 
-# --- advantages: Miles' rule (design MILES.md §3, train_data_conversion._normalize_rewards_by_rollout)
+# --- advantages: Miles' rule (docs/contract.md §8.5, train_data_conversion._normalize_rewards_by_rollout)
 
 
 def _unbiased_std(values: list[float]) -> float:

@@ -5,7 +5,7 @@ UV_OFFLINE=1 and the command that fills the cache) when neither works; every uv 
 Two kinds of test: a scripted `uv` on PATH (records each call, answers as told) for the
 decisions, and the real uv with no network at all (`unshare --net`, skipped where this user may
 not create a network namespace) for the defect itself: offline, Verifiers' own preparation of
-the null harness used to wait on the index silently (issue 28, item 5).
+the null harness used to wait on the index silently, with no output.
 """
 
 from __future__ import annotations

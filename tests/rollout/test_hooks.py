@@ -1,4 +1,4 @@
-"""Miles' reward and filter hooks (adapter.rollout.hooks, design/MILES.md §4): loaded at start-up,
+"""Miles' reward and filter hooks (adapter.rollout.hooks, docs/contract.md §8.2): loaded at start-up,
 refused up front naming the flag, applied in train and eval with Miles' call shapes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Train/eval orchestration (CONTRACT.md §6) on a scripted backend with real traces."""
+"""Train/eval orchestration (docs/contract.md §6) on a scripted backend with real traces."""
 
 from __future__ import annotations
 

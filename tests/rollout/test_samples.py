@@ -1,4 +1,4 @@
-"""Trace → Sample and group assembly (CONTRACT.md §4), on real verifiers 0.2.0 traces."""
+"""Trace → Sample and group assembly (docs/contract.md §4), on real verifiers 0.2.0 traces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Renderers generate body → SGLang /generate payload (CONTRACT.md §2).
+"""Renderers generate body → SGLang /generate payload (docs/contract.md §2).
 
 Snapshots lock the common base once (the "plain" scenario: payload and headers) and, for
 every other scenario, only its difference from that base (`changed` keys with their new

@@ -1,4 +1,4 @@
-"""SGLang /generate output → Renderers generate response (CONTRACT.md §3).
+"""SGLang /generate output → Renderers generate response (docs/contract.md §3).
 
 Our responses are fed to renderers' own response validation (0.1.10 checks `token_id:<id>`
 labels, counts and finite logprobs), so a dropped or mislabelled entry fails here.

@@ -107,6 +107,23 @@ def test_recompute_logprobs_via_prefill_is_refused_at_construction_naming_the_fl
     validate(make_settings(recompute_logprobs_via_prefill=False), OK_ENV)
 
 
+def test_eval_clears_trainings_minimum_new_tokens_as_miles_does() -> None:
+    """Miles' `test_eval_args_clear_training_prompt_cap_and_preserve_other_fallbacks` and
+    `test_sampling_config_preserves_miles_minimum_tokens` (its example's `_make_eval_args` sets
+    `rollout_min_new_tokens = eval_min_new_tokens`, tests/fast/examples/experimental/verifiers/
+    test_verifiers_rollout.py): training's minimum reaches the train sampling config, eval's is
+    its own — unset, eval samples carry no minimum at all."""
+    from adapter.rollout.generations.a import sampling_config
+
+    settings = Settings(rollout_min_new_tokens=3, rollout_max_response_len=8, eval_min_new_tokens=None)
+    assert sampling_config(settings).model_dump(exclude_none=True)["min_tokens"] == 3
+    evaluated = settings.for_eval()
+    assert evaluated.rollout_min_new_tokens is None
+    assert "min_tokens" not in sampling_config(evaluated).model_dump(exclude_none=True)
+    assert Settings(rollout_min_new_tokens=3, eval_min_new_tokens=1).for_eval().rollout_min_new_tokens == 1
+    assert evaluated.rollout_max_response_len == 8  # the other eval_* fall back to rollout_* as before
+
+
 def test_eval_settings_override_rollout_settings() -> None:
     settings = Settings(rollout_temperature=1.0, eval_temperature=0.0, rollout_top_p=0.9,
                         rollout_max_prompt_len=100, eval_max_prompt_len=None,

@@ -211,8 +211,10 @@ async def test_local_tokenizer_uses_identity_inferred_from_checkpoint(qwen3_toke
 async def test_eval_lists_are_aligned_and_use_the_eval_reward_key(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
     sglang_mock.default = TextPolicy(tokenizer, lambda prompt: re.search(r"Say the word '(\w+)'", prompt).group(1))
     args = miles_args(qwen3_tokenizer, sglang_mock, "group-v1", eval_interval=1, n_samples_per_eval_prompt=2,
-                      eval_reward_key="says_word")
+                      eval_reward_key="says_word", rollout_min_new_tokens=3)
     out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnEvalInput(rollout_id=0))
+    # eval clears training's minimum as Miles does (eval_min_new_tokens unset): none reaches SGLang
+    assert all("min_new_tokens" not in r.body["sampling_params"] for r in sglang_mock.generate_requests())
     data = out.data["group-v1"]
     assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 8
     assert data["rewards"] == [1.0] * 8  # numbers (Miles averages them), picked by the eval reward key

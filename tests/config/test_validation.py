@@ -1,4 +1,4 @@
-"""Fail-fast rules (CONTRACT.md §5): each rule fires alone, names its flag, and all are listed."""
+"""Fail-fast rules (docs/contract.md §5): each rule fires alone, names its flag, and all are listed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Real verifiers 0.2.0 episodes (null harness, subprocess runtime) through the Miles entry
-points, the bridge and a scripted engine answering real Qwen3 token ids (CONTRACT.md §4–§6).
+points, the bridge and a scripted engine answering real Qwen3 token ids (docs/contract.md §4–§6).
 
 Slow-ish (each group starts harness subprocesses); the fast lane runs them all.
 """

@@ -5,6 +5,7 @@
     lint:            uvx --with tox-uv tox -e lint
     gpu:             pytest -m gpu        (skipped with "needs CUDA" on machines without it)
     router:          uvx --with tox-uv tox -e router   # pytest -m router: smg in front of two reference engines
+    lane-isolation:  uvx --with tox-uv tox -e lane-isolation   # pytest -m lane_isolation: tox + uv run in a copy
     sglang-cpu:      uvx --with tox-uv tox -e sglang-cpu       # real SGLang 0.5.23 on CPU: the rehearsal
                      uvx --with tox-uv tox -e sglang-cpu-0516  # the same on 0.5.16 (Miles' image pin)
                      (pytest -m sglang_cpu needs VF_SGLANG_CPU=1 or SGLANG_URL; skipped with the command otherwise)

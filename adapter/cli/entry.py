@@ -41,6 +41,8 @@ def _versions(_: argparse.Namespace) -> int:
     print(f"renderers: {decision.renderers or 'not installed'}")
     if decision.supported:
         print(f"generation: {decision.generation}")
+        if decision.warning:
+            print(f"warning: {decision.warning}")
     else:
         print(f"refused: {decision.reason}")
     # openai against the installed verifiers' and sglang's pins: a conflict with sglang's alone is

@@ -64,7 +64,10 @@ VERSIONS_HELP = CommandHelp(
     summary="print the installed verifiers/renderers, the API generation they map to, and openai's fit",
     description="Print the installed verifiers and renderers releases and the Verifiers API generation\n"
                 "the adapter drives them with, or the version gate's refusal and how to fix it\n"
-                "(exit status 1). Then the installed openai against the openai pins of the installed\n"
+                "(exit status 1; the fix is always a pair the version matrix proves). A verifiers newer\n"
+                "than the newest known runs as the newest known generation only with\n"
+                "VF_SGLANG_ALLOW_UNTESTED_VERIFIERS=1, untested, with a warning.\n"
+                "Then the installed openai against the openai pins of the installed\n"
                 "verifiers and sglang, and which verifiers releases fit beside that sglang in one\n"
                 "environment (without sglang: the table for each SGLang release; the adapter needs none).\n"
                 "A conflict with sglang's pin is information; an openai outside the installed verifiers'\n"

@@ -121,7 +121,8 @@ async def test_deterministic_inference_gives_each_group_its_seed_base(sglang_moc
 
 
 async def test_seeds_follow_the_global_task_cursor_so_a_repeated_task_gets_new_seeds(sglang_mock) -> None:
-    """Miles' verifiers example, `_call_train`: seed = rollout_seed + cursor × n, the cursor being
+    """Miles' verifiers example, `_call_train` (no Miles test pins it; its E2E runs one step): seed =
+    rollout_seed + cursor × n, the cursor being
     the global task index (resumed from rollout_id × rollout_batch_size), not the task's index in
     the dataset: 2 tasks drawn 4 times give seed bases 100, 102, 104, 106, never 100, 102, 100, 102."""
     orch, backend = orchestrator(["ok"] * 2, sglang_mock, sglang_enable_deterministic_inference=True,

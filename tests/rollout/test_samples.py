@@ -141,9 +141,10 @@ def group(*specs: TraceSpec, n: int | None = None, **kwargs):
 
 
 def test_group_assigns_group_index_consecutive_indices_and_a_rollout_id_to_siblings_only() -> None:
-    """Miles main, `postprocess_rollout_data`: a batch is compact when ANY sample has a rollout_id
-    (never trimmed to --global-batch-size, no dynamic batch size), and its own verifiers example
-    leaves plain samples without one; `validate_compact_rollout_ids` needs it on siblings."""
+    """Miles' test_convert_group_uses_standard_miles_group_shape (its example's plain groups carry no
+    rollout_id), read with Miles main's `postprocess_rollout_data`: a batch is compact when ANY
+    sample has a rollout_id (never trimmed to --global-batch-size, no dynamic batch size);
+    `validate_compact_rollout_ids` needs it on siblings only."""
     outcome = group(SPEC, SPEC, dataclasses.replace(SPEC, extra_branches=1),
                     group_index=7, first_index=10)
     assert outcome.kept

@@ -7,6 +7,7 @@ Emits one file per run, `DIR/<UTC time>-<pid>.jsonl`:
 
     {"kind": "header", "format": 1, "recorded_at", "command", "engine_url",
      "sglang_version": server_info.version | null, "model": model_info.model_path | null,
+     "model_digest": sha256 of the model's weights when `model` is a local directory | null,
      "model_info": {...} | null, "server_info": {...} | null}
     {"kind": "exchange", "started_at", "elapsed_s",
      "request": {"method", "path", "headers": {x-* headers}, "body": JSON | text | null},
@@ -19,6 +20,10 @@ get the same reading, so a changed reading or an edited response fails. Only `x-
 kept: the routing key asked for, and the worker a router named (`x-smg-routed-worker-id`);
 nothing else of the environment is written.
 
+`model_digest` says which weights answered: a model trained locally from a seeded recipe (the
+tiny model) gets different weights on CPUs with different numerics, so a replay that compares
+numbers (not shapes) needs it.
+
 `install(recorder)` makes every `SGLangClient` built afterwards in this process record (the
 CLI's `--record DIR`); `SGLangClient(wrap_transport=recorder.wrap)` does it for one client.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import json
 import os
 import sys
@@ -42,6 +48,22 @@ from adapter.errors import VfSglangError
 
 FORMAT = 1
 _ACTIVE: list[CassetteRecorder] = []
+WEIGHT_FILES = ("model.safetensors",)  # a single-file checkpoint (the tiny model); sharded ones: None
+
+
+def weights_digest(model_path: str | None) -> str | None:
+    """sha256 of a local single-file checkpoint's weights, else None (a hub id, a sharded model)."""
+    if not model_path:
+        return None
+    for name in WEIGHT_FILES:
+        path = Path(model_path) / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as weights:
+                for block in iter(lambda: weights.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()
+    return None
 
 
 def _now() -> str:
@@ -116,7 +138,9 @@ class CassetteRecorder:
             self._write({
                 "kind": "header", "format": FORMAT, "recorded_at": _now(), "command": self.command,
                 "engine_url": origin, "sglang_version": (server_info or {}).get("version"),
-                "model": (model_info or {}).get("model_path"), "model_info": model_info, "server_info": server_info,
+                "model": (model_info or {}).get("model_path"),
+                "model_digest": weights_digest((model_info or {}).get("model_path")),
+                "model_info": model_info, "server_info": server_info,
             })  # fmt: skip
 
     def exchange(self, request: httpx.Request, response: httpx.Response, started: str, elapsed: float) -> None:

@@ -130,12 +130,15 @@ def inside(run_dir: Path, names: list[str]) -> int:
     cases = [c for c in lane.CASES if not names or c.name in names]
     results: list[lane.CaseResult] = []
     started = time.monotonic()
-    with peak_memory() as memory, ray_head(venv, run_dir / "ray.log") as ray_address:
+    with peak_memory() as memory:
         for kind in ("sglang", "reference"):
             group = [c for c in cases if c.engine == kind]
             if not group:
                 continue
-            with engine(kind, checkpoint, run_dir) as (url, version):
+            # the engine first: SGLang on CPU sizes its KV cache from the memory free while it
+            # loads, and a Ray head starting beside it takes that memory away mid-measurement
+            with engine(kind, checkpoint, run_dir) as (url, version), \
+                    ray_head(venv, run_dir / f"ray-{kind}.log") as ray_address:
                 for case in group:
                     print(f"miles lane: {case.name} ...", file=sys.stderr, flush=True)
                     results.append(lane.run_case(case, venv=venv, ray_address=ray_address, engine_url=url,

@@ -64,15 +64,19 @@ def test_sampling_config_carries_the_seed_and_template_kwargs() -> None:
     assert getattr(sampling_config(settings, None), "seed", None) is None
 
 
+def arith_settings(qwen3_tokenizer: Any) -> Settings:
+    """One arith-v1 group of 2 with the real Qwen3 tokenizer, short turns."""
+    return Settings(verifiers_config=env_config("arith-v1"), rollout_batch_size=1, n_samples_per_prompt=2,
+                    hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",
+                    rollout_max_response_len=16, rollout_max_context_len=1024, rollout_global_dataset=False)
+
+
 async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_tokenizer) -> None:
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     seen: list[TraceView] = []
     async with served(asgi_app(engine)) as url:
-        settings = Settings(verifiers_config=env_config("arith-v1"), rollout_batch_size=1, n_samples_per_prompt=2,
-                            hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",
-                            rollout_max_response_len=16, rollout_max_context_len=1024,
-                            rollout_global_dataset=False)
+        settings = arith_settings(qwen3_tokenizer)
         orchestrator = prepare_orchestrator(settings, engine_url=url)
         run_group = orchestrator.backend.run_group
 
@@ -125,10 +129,7 @@ async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
-        settings = Settings(verifiers_config=env_config("arith-v1"), rollout_batch_size=1, n_samples_per_prompt=2,
-                            hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",
-                            rollout_max_response_len=16, rollout_max_context_len=1024,
-                            rollout_global_dataset=False)
+        settings = arith_settings(qwen3_tokenizer)
         orchestrator = prepare_orchestrator(settings, engine_url=url)
         with pytest.raises(UnsupportedFeatureError, match=r"\(trace \w+, model call 0\): NotImplementedError: "
                                                           "Video parts are not yet supported by Qwen3VLRenderer"):

@@ -4,8 +4,7 @@ with the fields it has, and refuses what it cannot represent before Miles would 
 
 from __future__ import annotations
 
-import importlib
-import sys
+from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -14,24 +13,13 @@ from adapter.errors import TrainerSampleError
 from adapter.miles.abi import abi_types
 from adapter.rollout.sample_type import sample_class
 from conformance.miles_checks import assert_eval_ok, assert_train_ok
-from conformance.miles_table import SAMPLE_TABLE_002, load_table, write_standin
-from tests.miles.test_miles_standin import orchestrator
-
-
-def _forget_miles() -> None:
-    for name in [m for m in sys.modules if m == "miles" or m.startswith("miles.")]:
-        del sys.modules[name]
-    sample_class.cache_clear()
-    abi_types.cache_clear()
+from conformance.miles_table import SAMPLE_TABLE_002, load_table
+from tests.miles.test_miles_standin import installed_standin, orchestrator
 
 
 @pytest.fixture
-def miles002(tmp_path, monkeypatch) -> ModuleType:
-    write_standin(tmp_path, load_table(SAMPLE_TABLE_002))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    _forget_miles()
-    yield importlib.import_module("miles.utils.types")
-    _forget_miles()
+def miles002(tmp_path, monkeypatch) -> Iterator[ModuleType]:
+    yield from installed_standin(tmp_path, monkeypatch, load_table(SAMPLE_TABLE_002))
 
 
 def test_the_002_sample_has_session_id_and_no_rollout_id(miles002) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -30,14 +31,20 @@ def _forget_miles() -> None:
     abi_types.cache_clear()
 
 
-@pytest.fixture
-def miles(tmp_path, monkeypatch) -> ModuleType:
-    """`miles.utils.types` generated from the table, importable for this test only."""
-    write_standin(tmp_path)
+def installed_standin(tmp_path, monkeypatch, table: dict | None = None) -> Iterator[ModuleType]:
+    """`miles.utils.types` generated from `table` (default: Miles main's), importable until the
+    generator resumes; the adapter re-decides its Miles classes on both sides."""
+    write_standin(tmp_path, table)
     monkeypatch.syspath_prepend(str(tmp_path))
     _forget_miles()
     yield importlib.import_module("miles.utils.types")
     _forget_miles()
+
+
+@pytest.fixture
+def miles(tmp_path, monkeypatch) -> Iterator[ModuleType]:
+    """`miles.utils.types` generated from the table, importable for this test only."""
+    yield from installed_standin(tmp_path, monkeypatch)
 
 
 def orchestrator(behaviours, sglang_mock, *, meta=None, **settings) -> Orchestrator:

@@ -261,25 +261,34 @@ def _base_env(**values: str) -> dict[str, str]:
     return {**env, **values}
 
 
+def _refused_offline(module: str, cls: str, env: dict[str, str]) -> Any:
+    """Build generation `cls` on the bundled arith-v1 config with no network; the refusal it printed."""
+    code = f"""
+        import time, tomllib
+        from adapter.errors import HarnessEnvironmentError
+        from adapter.rollout.generations import installed
+        from adapter.rollout.generations.{module} import {cls}
+        started = time.monotonic()
+        try:
+            {cls}(tomllib.loads(installed().bundled_config("arith-v1").read_text()))
+        except HarnessEnvironmentError as exc:
+            print(f"REFUSED after {{time.monotonic() - started:.1f}} s: {{exc}}")
+    """
+    done = _offline_python(code, env, timeout=150)
+    assert "REFUSED after" in done.stdout, done.stdout + done.stderr
+    return done
+
+
+def _refused_after(done: Any) -> float:
+    return float(done.stdout.split("REFUSED after ", 1)[1].split(" s", 1)[0])
+
+
 @A_ONLY
 def test_offline_harness_fails_fast_naming_uv_offline(tmp_path) -> None:
     """No network and an empty harness cache: the refusal comes before any episode, in seconds."""
     env = _base_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
-    code = """
-        import time, tomllib
-        from adapter.errors import HarnessEnvironmentError
-        from adapter.rollout.generations import installed
-        from adapter.rollout.generations.a import GenerationA
-        started = time.monotonic()
-        try:
-            GenerationA(tomllib.loads(installed().bundled_config("arith-v1").read_text()))
-        except HarnessEnvironmentError as exc:
-            print(f"REFUSED after {time.monotonic() - started:.1f} s: {exc}")
-    """
-    done = _offline_python(code, env, timeout=150)
-    assert "REFUSED after" in done.stdout, done.stdout + done.stderr
-    seconds = float(done.stdout.split("REFUSED after ", 1)[1].split(" s", 1)[0])
-    assert seconds < 60, done.stdout  # was: silent until the episode's own timeouts (240 s and more)
+    done = _refused_offline("a", "GenerationA", env)
+    assert _refused_after(done) < 60, done.stdout  # was: silent until the episode's own timeouts (240 s and more)
     assert "UV_OFFLINE=1" in done.stdout and str(tmp_path / "cache") in done.stdout
 
 
@@ -326,18 +335,6 @@ def test_offline_harness_runs_from_a_filled_cache(monkeypatch) -> None:
 def test_offline_generation_b_040_fails_fast_saying_why_uv_offline_cannot_help(tmp_path) -> None:
     """verifiers 0.4.0 asks the index even with a filled cache: offline, the refusal comes first."""
     env = _base_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
-    code = """
-        import time, tomllib
-        from adapter.errors import HarnessEnvironmentError
-        from adapter.rollout.generations import installed
-        from adapter.rollout.generations.b import GenerationB
-        started = time.monotonic()
-        try:
-            GenerationB(tomllib.loads(installed().bundled_config("arith-v1").read_text()))
-        except HarnessEnvironmentError as exc:
-            print(f"REFUSED after {time.monotonic() - started:.1f} s: {exc}")
-    """
-    done = _offline_python(code, env, timeout=150)
-    assert "REFUSED after" in done.stdout, done.stdout + done.stderr
-    assert float(done.stdout.split("REFUSED after ", 1)[1].split(" s", 1)[0]) < 60, done.stdout
+    done = _refused_offline("b", "GenerationB", env)
+    assert _refused_after(done) < 60, done.stdout
     assert "UV_OFFLINE=false, so UV_OFFLINE=1 cannot help" in done.stdout

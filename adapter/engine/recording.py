@@ -135,11 +135,13 @@ class CassetteRecorder:
             self._headers_written.add(origin)
             model_info = await self._info(inner, origin, MODEL_INFO_PATHS)
             server_info = await self._info(inner, origin, SERVER_INFO_PATHS)
+            # once per engine, off the event loop: a real checkpoint's weights are gigabytes
+            digest = await asyncio.to_thread(weights_digest, (model_info or {}).get("model_path"))
             self._write({
                 "kind": "header", "format": FORMAT, "recorded_at": _now(), "command": self.command,
                 "engine_url": origin, "sglang_version": (server_info or {}).get("version"),
                 "model": (model_info or {}).get("model_path"),
-                "model_digest": weights_digest((model_info or {}).get("model_path")),
+                "model_digest": digest,
                 "model_info": model_info, "server_info": server_info,
             })  # fmt: skip
 

@@ -181,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "inside":
         return inside(run_dir, args.case)
     started = time.monotonic()
+    probe = subprocess.run(["unshare", "--net", "--", "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        print(f"miles lane: cannot make a network namespace (`unshare --net`: {probe.stderr.strip()}): run the "
+              "lane as root, or where unprivileged user namespaces are allowed; Ray binds every interface "
+              "outside one", file=sys.stderr)
+        return 2
     print(json.dumps(install()), file=sys.stderr)
     cases = [a for name in args.case for a in ("--case", name)]
     code = subprocess.run(["unshare", "--net", "--", sys.executable, "-m", "e2e.miles_cpu", "inside",

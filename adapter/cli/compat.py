@@ -19,6 +19,10 @@ DOC_NAME = Path("docs") / "compatibility.md"  # relative to the working director
 BEGIN, END = "<!-- compat-table:begin -->", "<!-- compat-table:end -->"
 # which verifiers fit beside each SGLang release in one environment (adapter/rollout/coinstall.py)
 BESIDE_BEGIN, BESIDE_END = "<!-- beside-sglang:begin -->", "<!-- beside-sglang:end -->"
+# the canary's section (`python -m e2e.canary run --write`): carried over unchanged by `compat --write`
+NEWEST_BEGIN, NEWEST_END = "<!-- newest-published:begin -->", "<!-- newest-published:end -->"
+NEWEST_HEADING = "## Newest published (the canary)"
+NEWEST_PENDING = "Not run yet: `uvx --with tox-uv tox -e canary` writes this section."
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,21 @@ def render_table() -> str:
     return "\n".join(rows)
 
 
-def render_doc(today: datetime.date | None = None) -> str:
+def newest_section(text: str | None) -> str:
+    """The canary's section of an existing document (its body between the markers), if it has one."""
+    if text is None or NEWEST_BEGIN not in text or NEWEST_END not in text:
+        return NEWEST_PENDING
+    return committed_table(text, NEWEST_BEGIN, NEWEST_END)
+
+
+def with_newest_section(text: str, section: str) -> str:
+    """`text` (a rendered document) with the canary's section replaced by `section`."""
+    head, rest = text.split(NEWEST_BEGIN, 1)
+    return f"{head}{NEWEST_BEGIN}\n{section.strip()}\n{NEWEST_END}{rest.split(NEWEST_END, 1)[1]}"
+
+
+def render_doc(today: datetime.date | None = None, existing: str | None = None) -> str:
+    """The whole document; the canary's section is carried over from `existing` (the file as it was)."""
     installed = installed_decision()
     date = (today or datetime.date.today()).isoformat()
     return "\n".join([
@@ -87,6 +105,8 @@ def render_doc(today: datetime.date | None = None) -> str:
         f"{coinstall.MILES_SGLANG}), SGLang's exact openai pin decides which verifiers install beside it "
         "(from `adapter/rollout/coinstall.py`; `vf-sglang versions` checks the installed ones).", "",
         BESIDE_BEGIN, coinstall.render_table(), BESIDE_END, "",
+        NEWEST_HEADING, "",
+        NEWEST_BEGIN, newest_section(existing), NEWEST_END, "",
     ])
 
 

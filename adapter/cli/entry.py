@@ -184,7 +184,7 @@ def _compat(args: argparse.Namespace) -> int:
     if args.write:
         out = Path(args.out) if args.out else Path.cwd() / DOC_NAME
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_doc())
+        out.write_text(render_doc(existing=out.read_text() if out.is_file() else None))
         print(f"wrote {out}")
     else:
         print(render_table())

@@ -1,0 +1,81 @@
+"""`python -m e2e.canary {run,bump}`: the canary lane's command line (see e2e/canary/__init__.py).
+
+    run  [--write] [--find-links DIR] [--cell NAME] [--no-schema] [--run-dir DIR]
+    bump PACKAGE [VERSION]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from e2e.canary import bump as bumping
+from e2e.canary.cells import RESOLVE, SchemaCell, contract_cells
+from e2e.canary.releases import ResolveError, newest
+from e2e.canary.report import Canary, render_section
+from e2e.canary.runner import REPO, CellResult, run_contract_cell, run_schema_cell
+
+
+def resolve_newest(find_links: Sequence[Path]) -> dict[str, str]:
+    found = {key: newest(spec, find_links=find_links) for key, spec in RESOLVE.items()}
+    print("canary: newest published: " + ", ".join(f"{k} {v}" for k, v in found.items()), flush=True)
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    links = [Path(p).absolute() for p in args.find_links]
+    try:
+        found = resolve_newest(links)
+    except ResolveError as exc:
+        print(f"canary: error: {exc}", file=sys.stderr)
+        return 2
+    run_dir = Path(args.run_dir).absolute()
+    results = []
+    for cell in contract_cells(found):
+        if args.cell and cell.name not in args.cell:
+            continue
+        print(f"canary: cell {cell.name}: verifiers {cell.verifiers}, renderers {cell.renderers}: {cell.verdict}",
+              flush=True)
+        result = run_contract_cell(cell, run_dir, find_links=links)
+        results.append((cell, result))
+        print(f"canary: cell {cell.name}: {result.outcome}", flush=True)
+    schema = SchemaCell(found["sglang"])
+    schema_result = (run_schema_cell(schema.sglang, run_dir, find_links=links) if args.schema
+                     else CellResult(f"sglang-{schema.sglang}", None))
+    canary = Canary(datetime.date.today().isoformat(), found, results, (schema, schema_result))
+    section = render_section(canary)
+    print(section)
+    (run_dir / "report.md").write_text(section + "\n")
+    if args.write:
+        bumping.write_newest_section(section)
+    failures = canary.gating_failures()
+    for failure in failures:
+        print(f"canary: FAIL {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.canary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_cmd = sub.add_parser("run", help="resolve the newest releases, run the cells, report")
+    run_cmd.add_argument("--write", action="store_true", help="write docs/compatibility.md's newest-published section")
+    run_cmd.add_argument("--find-links", action="append", default=[], metavar="DIR",
+                         help="also look for releases in DIR (a planted local wheel is then the newest)")
+    run_cmd.add_argument("--cell", action="append", default=[], help="run only the contract cells named (repeatable)")
+    run_cmd.add_argument("--no-schema", dest="schema", action="store_false", help="skip the sglang schema checks")
+    run_cmd.add_argument("--run-dir", default=str(REPO / "runs" / "canary"))
+    run_cmd.set_defaults(run=run)
+    bump_cmd = sub.add_parser("bump", help="move one package's pin, regenerate docs/compatibility.md, name the lanes")
+    bump_cmd.add_argument("package", choices=sorted(bumping.BY_NAME))
+    bump_cmd.add_argument("version", nargs="?", help="default: the newest published")
+    bump_cmd.set_defaults(run=bumping.main)
+    args = parser.parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""What the canary runs for a set of newest releases, and which results may fail the build (pure).
+
+A contract cell installs one verifiers/renderers pair exactly, openai and transformers unpinned (the
+newest that pair allows), and runs tests/contract. The gate (`adapter.rollout.versions.decide`)
+sorts each pair: accepted as installed → the cell gates the build; refused only because verifiers is
+newer than the adapter knows → the cell runs under the opt-in and is reported; refused as a known
+break → not run, reported with the gate's reason. The sglang schema cell always gates: the adapter
+accepts any SGLang that answers its info paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from adapter.rollout.versions import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, VersionDecision, decide
+from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
+
+# What is resolved from the index: the key, and the requirement given to the resolver.
+RESOLVE: dict[str, str] = {
+    "verifiers": "verifiers", "renderers": "renderers", "openai": "openai", "transformers": "transformers",
+    "sglang": "sglang", "smg": "smg",
+    # generation A's newest pair the gate accepts (its line, and renderers below the known break)
+    "verifiers-a": "verifiers>=0.2,<0.3", "renderers-a": "renderers>=0.1.8,<0.1.11",
+}
+UNPINNED = ("openai", "transformers")  # every contract cell takes the newest its pair allows
+GENERATION_A_EXTRA = ("mcp>=1.14.1,<2",)  # verifiers 0.2.x's tool servers need mcp 1.x (tox.ini's cells)
+
+
+@dataclass(frozen=True)
+class ContractCell:
+    name: str
+    verifiers: str
+    renderers: str
+    decision: VersionDecision  # the gate, as a user gets it (no opt-in)
+    opt_in: bool  # run with ALLOW_UNTESTED_ENV set
+    runs: bool
+    gating: bool  # a failure fails the lane
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        extra = GENERATION_A_EXTRA if self.decision.generation == "A" else ()
+        return (f"verifiers=={self.verifiers}", f"renderers=={self.renderers}", *UNPINNED, *extra)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {ALLOW_UNTESTED_ENV: "1"} if self.opt_in else {}
+
+    @property
+    def verdict(self) -> str:
+        if self.decision.supported:
+            return "accepted" + (f" (warning: {self.decision.warning})" if self.decision.warning else "")
+        if self.opt_in:
+            return f"refused, run past the gate with {ALLOW_UNTESTED_ENV}=1: {self.decision.reason}"
+        return f"refused: {self.decision.reason}"
+
+
+def contract_cell(name: str, verifiers: str, renderers: str) -> ContractCell:
+    decision = decide(verifiers, renderers)
+    if decision.supported:
+        return ContractCell(name, verifiers, renderers, decision, opt_in=False, runs=True, gating=True)
+    if decide(verifiers, renderers, allow_untested=True).supported:
+        return ContractCell(name, verifiers, renderers, decision, opt_in=True, runs=True, gating=False)
+    return ContractCell(name, verifiers, renderers, decision, opt_in=False, runs=False, gating=False)
+
+
+def contract_cells(newest: Mapping[str, str]) -> list[ContractCell]:
+    """The newest pair; the newest renderers under the newest known verifiers (when verifiers moved
+    past it); generation A's newest accepted pair. A pair already planned is not planned twice."""
+    wanted = [("newest", newest["verifiers"], newest["renderers"]),
+              (f"renderers-under-{NEWEST_KNOWN}", NEWEST_KNOWN, newest["renderers"]),
+              ("generation-a", newest["verifiers-a"], newest["renderers-a"])]
+    cells: list[ContractCell] = []
+    for name, verifiers, renderers in wanted:
+        if all((c.verifiers, c.renderers) != (verifiers, renderers) for c in cells):
+            cells.append(contract_cell(name, verifiers, renderers))
+    return cells
+
+
+@dataclass(frozen=True)
+class SchemaCell:
+    sglang: str
+    gating: bool = True
+
+    @property
+    def served_note(self) -> str:
+        """Whether the real-SGLang CPU lanes already serve this release."""
+        newest_served = max(SGLANG_CHECKED_VERSIONS, key=lambda v: tuple(int(p) for p in v.split(".")))
+        if self.sglang in SGLANG_CHECKED_VERSIONS:
+            return "the lanes' own release"
+        if tuple(int(p) for p in self.sglang.split(".")[:3]) > tuple(int(p) for p in newest_served.split(".")):
+            return (f"newer than the lanes' {newest_served}: served on CPU only after "
+                    f"`python -m e2e.sglang_cpu lock --version {self.sglang}` and `VF_SGLANG_CPU_VERSION={self.sglang} "
+                    "tox -e sglang-cpu`")
+        return "older than the lanes' newest"

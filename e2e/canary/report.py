@@ -1,0 +1,105 @@
+"""The canary's verdict and docs/compatibility.md's "newest published" section (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from e2e.canary.cells import ContractCell, SchemaCell
+from e2e.canary.rules import current_pin
+from e2e.canary.runner import CellResult
+
+
+@dataclass(frozen=True)
+class Canary:
+    date: str
+    newest: Mapping[str, str]
+    cells: Sequence[tuple[ContractCell, CellResult]]
+    schema: tuple[SchemaCell, CellResult]
+
+    def gating_failures(self) -> list[str]:
+        """The failures that fail the lane: a gating cell that did not pass, each as one line."""
+        found = []
+        for cell, result in [*self.cells, self.schema]:
+            if cell.gating and result.outcome is not None and not result.outcome.passed:
+                found.append(f"{result.name}: {result.outcome.first_failure}")
+        return found
+
+
+def _result(result: CellResult) -> str:
+    outcome = result.outcome
+    if outcome is None:
+        return "not run"
+    if outcome.passed:
+        return f"pass ({outcome.tests} checks)"
+    return f"**fail** ({outcome.failed} of {outcome.tests} checks)"
+
+
+def _first(result: CellResult) -> str:
+    outcome = result.outcome
+    return f"`{outcome.first_failure}`" if outcome is not None and outcome.first_failure else "—"
+
+
+def _installed(canary: Canary, package: str) -> str:
+    seen = sorted({r.installed.get(package, "") for _, r in canary.cells if r.installed.get(package)})
+    return ", ".join(seen) or "—"
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def package_rows(canary: Canary) -> list[str]:
+    newest = canary.newest
+    first_cell, first_result = canary.cells[0]
+    rows = [_row("package", "newest published", "the lanes pin", "the gate on the newest", "canary result",
+                 "first failing check")]
+    rows.append("|---|---|---|---|---|---|")
+    for package in ("verifiers", "renderers"):
+        cell, result = next(((c, r) for c, r in canary.cells if getattr(c, package) == newest[package]),
+                            (first_cell, first_result))
+        rows.append(_row(package, newest[package], current_pin(package) + " (locked); matrix cells in tox.ini",
+                         f"{cell.verdict} (cell `{cell.name}`)", _result(result), _first(result)))
+    for package in ("openai", "transformers"):
+        installed = _installed(canary, package)
+        held = "" if installed == newest[package] else f"; the cells' pairs allow {installed}"
+        failing = [r for _, r in canary.cells if r.outcome is not None and not r.outcome.passed]
+        verdict = "not gated: each cell installs the newest its verifiers allows" + held
+        result = "pass in every cell run" if not failing else f"**fail** in {', '.join(r.name for r in failing)}"
+        rows.append(_row(package, newest[package], current_pin(package) + " (locked)", verdict, result,
+                         _first(failing[0]) if failing else "—"))
+    schema_cell, schema_result = canary.schema
+    rows.append(_row("sglang", newest["sglang"], current_pin("sglang") + " (served on CPU), 0.5.16; schema 0.5.15",
+                     f"not gated: accepted; {schema_cell.served_note}", "schema checks: " + _result(schema_result),
+                     _first(schema_result)))
+    smg_pin = current_pin("smg")
+    smg_note = ("the router lane's own release" if newest["smg"] == smg_pin
+                else f"**untested**: newer than the router lane's {smg_pin}; bump it (`python -m e2e.canary bump smg`)")
+    rows.append(_row("smg", newest["smg"], smg_pin + " (router lane)", "not gated", smg_note, "—"))
+    return rows
+
+
+def cell_rows(canary: Canary) -> list[str]:
+    rows = [_row("cell", "verifiers", "renderers", "openai", "transformers", "gate", "result", "fails the build"),
+            "|---|---|---|---|---|---|---|---|"]
+    for cell, result in canary.cells:
+        rows.append(_row(f"`{cell.name}`", cell.verifiers, cell.renderers, result.installed.get("openai", "—"),
+                         result.installed.get("transformers", "—"), cell.verdict, _result(result),
+                         "yes" if cell.gating else "no (reported)"))
+    return rows
+
+
+def render_section(canary: Canary) -> str:
+    lines = [
+        f"Written by `python -m e2e.canary run --write` (`uvx --with tox-uv tox -e canary`) on {canary.date}: the "
+        "newest release of each package on the package index, and what the gate and the canary say of it. A "
+        "contract cell installs its verifiers/renderers pair exactly and openai/transformers unpinned, then runs "
+        "tests/contract (the wire contract against the installed renderers, real episode groups, group rewards); "
+        "the sglang row runs the schema checks (tests/conformance/test_sglang_schema.py) on the newest wheel. A "
+        "newest release inside a range the gate accepts that fails fails the lane; a release the gate refuses is "
+        "reported, run past the gate under the opt-in where one exists.", "",
+        *package_rows(canary), "", *cell_rows(canary)]
+    failures = canary.gating_failures()
+    lines += ["", "Verdict: " + ("**the lane fails**: " + "; ".join(failures) if failures
+                                 else "the newest releases pass every check that gates the build.")]
+    return "\n".join(lines)

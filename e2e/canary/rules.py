@@ -1,0 +1,78 @@
+"""Each package the adapter depends on: where its pin lives, the gate's rule for it, and the lanes a
+bump must pass. The README's bump table is this data (tests/canary/test_rules.py keeps them equal)
+and `python -m e2e.canary bump` reads it."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Rule:
+    package: str
+    pinned: str  # "pyproject" (an exact pin there, then the lock), "lock", "tox" (a lane's pin), "sglang-cpu"
+    gate: str  # what the adapter accepts untested, and why
+    lanes: tuple[str, ...]
+
+
+CONTRACT_CELLS = ",".join(f"contract-vf{cell}" for cell in ("020", "020-r018", "020-sglang-openai", "021", "030", "031",
+                                                              "040"))
+
+RULES: tuple[Rule, ...] = (
+    Rule("verifiers", "pyproject",
+         "gated: 0.2.x runs as generation A, 0.3.x and 0.4.0 as B; a newer 0.x is refused unless "
+         "VF_SGLANG_ALLOW_UNTESTED_VERIFIERS=1 (then it runs as B with a warning); a new major is refused",
+         ("fast", CONTRACT_CELLS, "e2e-vf040", "sglang-cpu", "sglang-cpu-0516", "canary")),
+    Rule("renderers", "pyproject",
+         "gated: generation A needs >=0.1.8,<0.1.11 (0.1.11 removed create_renderer_pool); B needs its "
+         "verifiers release's own floor and has no ceiling, so a newer renderers is accepted untested: "
+         "the canary runs the newest under the newest verifiers and fails when it breaks",
+         ("fast", CONTRACT_CELLS, "e2e-vf040", "canary")),
+    Rule("openai", "lock",
+         "not gated: verifiers' own requirement decides it; beside SGLang in one environment SGLang's exact "
+         "pin must hold (`vf-sglang versions` checks it)", ("fast", CONTRACT_CELLS, "canary")),
+    Rule("transformers", "lock",
+         "not gated: the lock holds the default lane's; the matrix cells and the canary take the newest "
+         "their verifiers allows", ("fast", "e2e", CONTRACT_CELLS, "rl-cpu", "canary")),
+    Rule("sglang", "sglang-cpu",
+         "not gated: any server answering SGLang's info paths is accepted (`vf-sglang check`), so a newer "
+         "sglang is accepted untested: the canary runs the wire schema checks on its wheel and fails when "
+         "they break", ("sglang-schema", "sglang-cpu", "sglang-cpu-0516", "rl-cpu", "miles", "canary")),
+    Rule("smg", "tox",
+         "not gated: a router is recognised by its worker listing; the router lane pins it",
+         ("router",)),
+    Rule("torch", "pyproject",
+         "not gated: the demo group pins it for the reference engine, the RL trainer and SGLang on CPU",
+         ("e2e", "sglang-cpu", "rl-cpu", "miles")),
+)
+
+BY_NAME = {rule.package: rule for rule in RULES}
+
+
+def markdown_table() -> str:
+    rows = ["| package | pinned in | gate rule | lanes a bump runs |", "|---|---|---|---|"]
+    where = {"pyproject": "pyproject.toml + uv.lock", "lock": "uv.lock", "tox": "tox.ini",
+             "sglang-cpu": "e2e/sglang_cpu/requirements, tox.ini"}
+    for rule in RULES:
+        lanes = ", ".join(f"`{lane}`" for lane in rule.lanes)
+        rows.append(f"| {rule.package} | {where[rule.pinned]} | {rule.gate} | {lanes} |")
+    return "\n".join(rows)
+
+
+def current_pin(package: str, repo: Path = REPO) -> str:
+    """The version the lanes run today, read where the pin lives (never restated here)."""
+    rule = BY_NAME[package]
+    if rule.pinned == "tox":
+        found = re.search(rf"\b{re.escape(package)}==([0-9][^\s\"']*)", (repo / "tox.ini").read_text())
+    elif rule.pinned == "sglang-cpu":
+        found = re.search(r"VF_SGLANG_CPU_VERSION\s*=\s*([0-9.]+)", (repo / "tox.ini").read_text())
+    else:
+        lock = tomllib.loads((repo / "uv.lock").read_text())
+        versions = [p["version"] for p in lock["package"] if p["name"] == package]
+        return versions[0] if versions else "—"
+    return found.group(1) if found else "—"

@@ -1,0 +1,84 @@
+"""What the canary runs for a set of newest releases, and which results fail the build."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.rollout.versions import ALLOW_UNTESTED_ENV
+from e2e.canary.cells import SchemaCell, contract_cells
+from e2e.canary.junit import Outcome
+from e2e.canary.report import Canary, render_section
+from e2e.canary.runner import CellResult
+
+TODAY = {"verifiers": "0.4.0", "renderers": "0.1.12", "openai": "3.57.0", "transformers": "5.24.0",
+         "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10"}
+
+
+def _plan(**newer: str) -> dict[str, tuple[str, str, bool, bool, bool]]:
+    return {c.name: (c.verifiers, c.renderers, c.runs, c.gating, c.opt_in) for c in contract_cells({**TODAY, **newer})}
+
+
+@pytest.mark.parametrize(("newer", "expected"), [
+    pytest.param({}, {"newest": ("0.4.0", "0.1.12", True, True, False),
+                      "generation-a": ("0.2.1", "0.1.10", True, True, False)}, id="today"),
+    pytest.param({"renderers": "0.1.13"}, {"newest": ("0.4.0", "0.1.13", True, True, False),
+                                          "generation-a": ("0.2.1", "0.1.10", True, True, False)},
+                 id="a newer renderers inside the accepted range gates the build"),
+    pytest.param({"verifiers": "0.4.1"}, {"newest": ("0.4.1", "0.1.12", True, False, True),
+                                         "renderers-under-0.4.0": ("0.4.0", "0.1.12", True, True, False),
+                                         "generation-a": ("0.2.1", "0.1.10", True, True, False)},
+                 id="a verifiers the gate refuses runs past it, reported"),
+    pytest.param({"verifiers": "1.0.0"}, {"newest": ("1.0.0", "0.1.12", False, False, False),
+                                         "renderers-under-0.4.0": ("0.4.0", "0.1.12", True, True, False),
+                                         "generation-a": ("0.2.1", "0.1.10", True, True, False)},
+                 id="a new major is refused outright: not run"),
+])
+def test_each_newest_pair_is_run_as_the_gate_sorts_it(newer: dict[str, str], expected: dict[str, tuple]) -> None:
+    assert _plan(**newer) == expected
+
+
+def test_a_cell_past_the_gate_runs_with_the_opt_in_and_names_the_refusal() -> None:
+    (cell, *_) = contract_cells({**TODAY, "verifiers": "0.4.1"})
+    assert cell.env == {ALLOW_UNTESTED_ENV: "1"}
+    assert cell.verdict.startswith(f"refused, run past the gate with {ALLOW_UNTESTED_ENV}=1: verifiers 0.4.1 is newer")
+
+
+def test_generation_a_cells_install_mcp_1_and_every_cell_takes_openai_and_transformers_unpinned() -> None:
+    newest, generation_a = contract_cells(TODAY)
+    assert newest.requirements == ("verifiers==0.4.0", "renderers==0.1.12", "openai", "transformers")
+    assert "mcp>=1.14.1,<2" in generation_a.requirements
+
+
+def _canary(newest_outcome: Outcome, *, verifiers: str = "0.4.0", schema: Outcome | None = None) -> Canary:
+    cells = contract_cells({**TODAY, "verifiers": verifiers})
+    results = [(cells[0], CellResult(cells[0].name, newest_outcome, {"openai": "2.54.0", "transformers": "5.24.0"})),
+               *((c, CellResult(c.name, Outcome(25, 0, None), {})) for c in cells[1:])]
+    return Canary("2026-12-02", {**TODAY, "verifiers": verifiers}, results,
+                  (SchemaCell("0.5.23"), CellResult("sglang-0.5.23", schema or Outcome(40, 0, None))))
+
+
+BROKEN = Outcome(30, 1, "tests/contract/test_contract.py::test_installed_renderers_accept_our_responses: Attr…")
+
+
+def test_a_break_inside_the_accepted_range_fails_the_lane_naming_the_first_failing_check() -> None:
+    canary = _canary(BROKEN)
+    assert canary.gating_failures() == [f"newest: {BROKEN.first_failure}"]
+    assert f"`{BROKEN.first_failure}`" in render_section(canary)
+
+
+def test_a_break_in_a_release_the_gate_refuses_is_reported_not_failed() -> None:
+    canary = _canary(BROKEN, verifiers="0.4.1")
+    assert canary.gating_failures() == []
+    assert "**fail** (1 of 30 checks)" in render_section(canary)
+
+
+def test_a_schema_break_in_the_newest_sglang_fails_the_lane() -> None:
+    broken = Outcome(40, 2, "tests/conformance/test_sglang_schema.py::x: KeyError")
+    canary = _canary(Outcome(30, 0, None), schema=broken)
+    assert canary.gating_failures() == ["sglang-0.5.23: tests/conformance/test_sglang_schema.py::x: KeyError"]
+
+
+@pytest.mark.parametrize(("version", "note"), [("0.5.23", "the lanes' own release"),
+                                               ("0.5.24", "newer than the lanes' 0.5.23")])
+def test_the_sglang_row_says_whether_the_cpu_lanes_serve_the_release(version: str, note: str) -> None:
+    assert SchemaCell(version).served_note.startswith(note)

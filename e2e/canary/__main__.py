@@ -1,6 +1,6 @@
 """`python -m e2e.canary {run,bump}`: the canary lane's command line (see e2e/canary/__init__.py).
 
-    run  [--write] [--find-links DIR] [--cell NAME] [--no-schema] [--run-dir DIR]
+    run  [--write] [--find-links DIR] [--cell NAME] [--no-schema] [--exitfirst] [--run-dir DIR]
     bump PACKAGE [VERSION]
 """
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(f"canary: cell {cell.name}: verifiers {cell.verifiers}, renderers {cell.renderers}: {cell.verdict}",
               flush=True)
-        result = run_contract_cell(cell, run_dir, find_links=links)
+        result = run_contract_cell(cell, run_dir, find_links=links, exitfirst=args.exitfirst)
         results.append((cell, result))
         print(f"canary: cell {cell.name}: {result.outcome}", flush=True)
     schema = SchemaCell(found["sglang"])
@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="also look for releases in DIR (a planted local wheel is then the newest)")
     run_cmd.add_argument("--cell", action="append", default=[], help="run only the contract cells named (repeatable)")
     run_cmd.add_argument("--no-schema", dest="schema", action="store_false", help="skip the sglang schema checks")
+    run_cmd.add_argument("--exitfirst", action="store_true", help="stop each cell at its first failing check")
     run_cmd.add_argument("--run-dir", default=str(REPO / "runs" / "canary"))
     run_cmd.set_defaults(run=run)
     bump_cmd = sub.add_parser("bump", help="move one package's pin, regenerate docs/compatibility.md, name the lanes")

@@ -57,8 +57,10 @@ def _links(find_links: Sequence[Path]) -> list[str]:
     return [arg for directory in find_links for arg in ("--find-links", str(directory))]
 
 
-def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence[Path] = ()) -> CellResult:
-    """A venv with exactly the cell's pair (+ the contract requirements), then tests/contract."""
+def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence[Path] = (),
+                      exitfirst: bool = False) -> CellResult:
+    """A venv with exactly the cell's pair (+ the contract requirements), then tests/contract
+    (`exitfirst`: up to the first failing check only)."""
     if not cell.runs:
         return CellResult(cell.name, None)
     here = run_dir / cell.name
@@ -77,7 +79,8 @@ def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence
     test_env = {**env, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", **cell.env}
     _run([str(python), "-m", "adapter.cli", "versions"], log, env=test_env, timeout=120)
     _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conformance.plugin",
-          f"--junitxml={report}", "tests/contract"], log, env=test_env, timeout=TEST_TIMEOUT_S)
+          f"--junitxml={report}", *(["--exitfirst"] if exitfirst else []), "tests/contract"], log, env=test_env,
+         timeout=TEST_TIMEOUT_S)
     return CellResult(cell.name, read(report), _freeze(python))
 
 

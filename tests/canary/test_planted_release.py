@@ -21,12 +21,12 @@ pytestmark = pytest.mark.skipif(os.environ.get("VF_SGLANG_CANARY_LANE") != "1",
 
 def test_a_planted_renderers_inside_the_accepted_range_fails_the_canary_naming_the_check(tmp_path: Path) -> None:
     links = plant_renderers(tmp_path / "links").parent
-    done = subprocess.run([sys.executable, "-m", "e2e.canary", "run", "--find-links", str(links), "--cell", "newest",
-                           "--no-schema", "--run-dir", str(tmp_path / "run")], cwd=REPO, capture_output=True,
-                          text=True, timeout=1200, check=False)
+    argv = [sys.executable, "-m", "e2e.canary", "run", "--find-links", str(links), "--cell", "newest", "--no-schema",
+            "--exitfirst", "--run-dir", str(tmp_path / "run")]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     report = (tmp_path / "run" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| renderers |"))
-    assert f"| {PLANTED} |" in row and "accepted" in row and "**fail**" in row
+    assert f"| {PLANTED} |" in row and "accepted" in row and "**fail** (1 of" in row
     assert "tests/contract/" in row and RENAMED[0] in row
     assert "canary: FAIL newest: tests/contract/" in done.stderr

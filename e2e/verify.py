@@ -188,6 +188,15 @@ def verify_miles_dump(path: Path, expect: Expectation, *, rollout_id: int = 0) -
     return list(payload["samples"])
 
 
+def _verify_turns(samples: list[Mapping[str, Any]], cassette: Path, min_multi_turn: float) -> None:
+    from e2e.turns import load_exchanges, turn_report
+
+    report = turn_report(samples, load_exchanges(cassette), min_multi_turn=min_multi_turn)
+    print(f"turns: {report.multi_turn} of {report.samples} samples multi-turn, {report.turns} model turns, "
+          f"{report.later_turns_cached} later turns served from the radix cache (cassette {cassette})")
+    _raise(list(report.problems), "multi-turn verification")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -199,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", required=True, help="taskset id, e.g. code-golf-v1")
     parser.add_argument("--groups", type=int, required=True)
     parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--cassette", type=Path, help="--samples: the run's --record directory (or one cassette): "
+                        "check every model turn against the exchanges that made it (e2e/turns.py)")
+    parser.add_argument("--min-multi-turn", type=float, default=0.0,
+                        help="--cassette: the least share of samples with two or more model turns")
     args = parser.parse_args(argv)
     expect = expectation_for(args.env, groups=args.groups, n=args.n)
     try:
@@ -207,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             samples = load_samples(args.samples)
             verify(samples, expect)
+            if args.cassette is not None:
+                _verify_turns(samples, args.cassette, args.min_multi_turn)
     except VerificationError as exc:
         print(exc)
         return 1

@@ -512,9 +512,9 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
                                   tasksets=tasksets, env=b_env, record=True),
         ]
     steps += [
-        Step("real-sglang-tests", (py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "sglang_cpu or live",
-                                   str(REPO / "tests")), env=(("SGLANG_URL", url), ("VF_SGLANG_CPU", "1")),
-             cwd=str(REPO), timeout_s=1500),
+        Step("real-sglang-tests", (py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=12", "-m",
+                                   "sglang_cpu or live", str(REPO / "tests")),
+             env=(("SGLANG_URL", url), ("VF_SGLANG_CPU", "1")), cwd=str(REPO), timeout_s=1500),
         Step("stop-sglang", ("start-sglang",), kind="stop", always=True),
     ]
     return steps

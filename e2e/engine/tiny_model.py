@@ -7,6 +7,15 @@ weights, tokenizer files, `recipe.json`) under
 `<cache_root>/tiny-qwen3-<first 12 hex of sha256(recipe)>`, where `cache_root` defaults to
 `$VF_SGLANG_CACHE`, else `$XDG_CACHE_HOME/vf-sglang` or `~/.cache/vf-sglang`.
 
+What it learns: arith-v1's rows answered by a noisy teacher (right, off by one, further off),
+and echo-tool-v1's two turns (call `echo_tools_stamp` with the task's word, then repeat the
+stamp), also from a noisy teacher (it calls, picks the right word, copies exactly, each only
+some of the time), so rewards vary and RL has something to improve. Three layers: the first two
+train freely; the last holds two attention heads planted before training that copy the token a
+fixed distance back (the stamp's digits and the word sit at constant distances from their
+sources; `tiny_plant.py` says why and how), and training learns when and how strongly to use
+them. See `tiny_train.py` and `tiny_tools.py` for the data.
+
 Invariants: a directory with that name is complete: it is built in a temporary sibling and
 renamed into place, so a crash never leaves a half-written model behind and two concurrent
 builders agree on one result. Changing anything that changes the weights must change the
@@ -35,7 +44,7 @@ from e2e.engine.errors import TinyModelBuildError
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 CACHE_ENV = "VF_SGLANG_CACHE"
 MODEL_PREFIX = "tiny-qwen3-"
 RECIPE_FILE = "recipe.json"
@@ -47,7 +56,7 @@ RECIPE: dict[str, Any] = {
         "vocab_size": 151936,
         "hidden_size": 64,
         "intermediate_size": 128,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": 3,
         "num_attention_heads": 2,
         "num_key_value_heads": 1,
         "head_dim": 64,
@@ -73,6 +82,29 @@ RECIPE: dict[str, Any] = {
                  [9, "*", 9], [4, "*", 12], [15, "-", 6], [30, "-", 17], [11, "+", 11], [5, "*", 5]],
         "row_fraction": 0.9,
         "answer_mix": {"exact": 0.5, "near": 0.3},
+        # echo-tool-v1 episodes (tiny_tools.py) by a noisy teacher: a batch of `batch_size` of them
+        # in every step, its loss weighted by `loss_weight`; stamps are random `stamp_digits` digits.
+        "tools": {
+            "data_seed": 20240602,
+            "batch_size": 4,
+            "loss_weight": 1.0,
+            "words": ["apple", "river", "lantern", "cobalt"],
+            "stamp_digits": 26,
+            "behaviour": {"call": 0.65, "right_word": 0.5, "copy": 0.99},
+        },
+    },
+    # positional copy heads in the last layer (tiny_plant.py): the distance each query head looks
+    # back (checked against the tool templates at build time), its sharpness and initial gains.
+    "plant": {
+        "offsets": [35, 36],
+        "span": 400,
+        "monotone": 30,
+        "solver_iters": 40,
+        "sharpness": 12.0,
+        "shared": 0.05,
+        "copy_embed": 1.0,
+        "digit_gain": [3.0, 0.0],
+        "word_gain": [1.0, 1.0],
     },
     "save_dtype": "bfloat16",
 }

@@ -11,7 +11,13 @@ Renderers), then an answer's digits and `<|im_end|>`. Most examples are the task
 answered by a *noisy teacher* (`answer_mix`: exact, off by one, further off), so the trained
 model samples right, close and wrong answers for the same prompt and rewards vary inside a
 group; the rest are random problems answered exactly, so the format generalises. All of it is
-drawn from one data seed.
+drawn from one data seed. Every step also trains on a small batch of echo-tool-v1 episodes
+(`tiny_tools.py`, its own seed), kept in a batch of their own so the short arithmetic rows are
+not padded to an episode's ~300 tokens; the two losses add up.
+
+Planted copy heads. Before training, the last layer's two heads are set to copy the token a
+fixed distance back, and the weights that make them positional are frozen (`tiny_plant.py`);
+everything else, including how strongly the copies count, trains as usual.
 
 Compact training, exact loss. Only the few hundred token ids the data uses (`training_vocab`)
 get embedding rows; every other row of the full model is zero, so its logit is exactly 0 for
@@ -42,7 +48,8 @@ QUESTION_TEMPLATE = "What is {a} {op} {b}? Answer with just the number."
 END_OF_TURN = "<|im_end|>"
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
-Example = tuple[list[int], int]  # token ids of prompt + answer + <|im_end|>, prompt length
+# token ids, and where the scored tokens start (all after the prompt) or their (start, end) spans
+Example = tuple[list[int], int | tuple[tuple[int, int], ...]]
 
 
 def render_prompt(question: str) -> str:
@@ -108,13 +115,15 @@ def training_vocab(examples: list[Example], pad_id: int) -> list[int]:
 
 def _batch(rows: list[Example], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded input ids [B, T] and a boolean mask [B, T] of the positions whose NEXT
-    token is scored (the last prompt token through the token before `<|im_end|>`)."""
+    token is scored (for a prompt length: the last prompt token through the token before the
+    final `<|im_end|>`; for spans: the token before each span through its last but one)."""
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     scored = torch.zeros((len(rows), width), dtype=torch.bool)
-    for row, (tokens, prompt_len) in enumerate(rows):
+    for row, (tokens, targets) in enumerate(rows):
         ids[row, : len(tokens)] = torch.tensor(tokens)
-        scored[row, prompt_len - 1 : len(tokens) - 1] = True
+        for start, end in ((targets, len(tokens)),) if isinstance(targets, int) else targets:
+            scored[row, start - 1 : end - 1] = True
     return ids, scored
 
 
@@ -128,13 +137,27 @@ def _loss(model: Any, ids: torch.Tensor, scored: torch.Tensor, zero_rows: int) -
     return torch.nn.functional.cross_entropy(torch.cat([logits, rest], dim=1), targets)
 
 
-def _lr_factor(step: int, train: Mapping[str, Any]) -> float:
+def _lr_factor(step: int, warmup: int, steps: int) -> float:
     """Linear warm-up, then cosine decay to 10% of the peak."""
-    warmup, steps = train["warmup_steps"], train["steps"]
     if step < warmup:
         return (step + 1) / warmup
     progress = (step - warmup) / max(1, steps - warmup)
     return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def training_batches(tokenizer: Any, train: Mapping[str, Any]) -> list[list[list[Example]]]:
+    """The run's steps in order, each a list of batches whose losses add up: the arithmetic
+    batch (`training_examples`) and, when the tools have lessons, a batch of `tools.batch_size`
+    echo-tool episodes (`tiny_tools.tool_batches`). Kept apart so the short arithmetic rows are
+    never padded to an episode's length."""
+    from e2e.engine.tiny_tools import tool_batches
+
+    arith, size = training_examples(tokenizer, train), train["batch_size"]
+    tools = tool_batches(tokenizer, {**train["tools"], "steps": train["steps"]}) if train["tools"]["batch_size"] else []
+    steps = [[arith[start : start + size]] for start in range(0, len(arith), size)]
+    for step, batch in zip(steps, tools):
+        step.append(batch)
+    return steps
 
 
 def _compact_config(model_recipe: Mapping[str, Any], vocab: list[int]) -> Any:
@@ -160,28 +183,47 @@ def expand_to_full(compact: Any, vocab: list[int], model_recipe: Mapping[str, An
     return full.eval()
 
 
+def copyable_tokens(tokenizer: Any, tools: Mapping[str, Any]) -> tuple[list[int], list[int]]:
+    """The token ids the planted heads may copy: the ten digits, and the tool words' pieces."""
+    from e2e.engine.tiny_tools import word_pieces
+
+    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+    pieces = sorted({t for word in tools["words"] for t in word_pieces(tokenizer, word)})
+    return digits, pieces
+
+
 def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) -> tuple[Any, float]:
-    """Build (seeded), train and expand the model; returns it and the mean loss of the last 10."""
+    """Build (seeded), plant, train and expand the model; returns it and the mean loss of the last 10."""
     import transformers
 
-    train, model_recipe = recipe["train"], recipe["model"]
-    examples = training_examples(tokenizer, train)
+    from e2e.engine.tiny_plant import freeze_masked, plant_copy_heads
+    from e2e.engine.tiny_tools import copy_offsets
+
+    train, model_recipe, plant = recipe["train"], recipe["model"], recipe["plant"]
+    measured = sorted(set(copy_offsets(tokenizer, train["tools"]).values()))
+    if measured != sorted(plant["offsets"]):
+        raise ValueError(f"the tool copies are {measured} tokens back, the planted heads {plant['offsets']}")
+    batches = training_batches(tokenizer, train)
+    digits, pieces = copyable_tokens(tokenizer, train["tools"])
+    examples = [example for step in batches for batch in step for example in batch] + [(digits + pieces, 1)]
     vocab = training_vocab(examples, model_recipe["pad_token_id"])
     index = {token: i for i, token in enumerate(vocab)}
-    compact_examples = [([index[t] for t in ids], prompt_len) for ids, prompt_len in examples]
+    compact_batches = [[[([index[t] for t in ids], targets) for ids, targets in batch] for batch in step]
+                       for step in batches]
     torch.manual_seed(train["init_seed"])
     model = transformers.Qwen3ForCausalLM(_compact_config(model_recipe, vocab))
+    freeze_masked(model, plant_copy_heads(model, [index[t] for t in digits], [index[t] for t in pieces], plant))
     optimizer = torch.optim.AdamW(model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"],
                                   betas=(0.9, 0.98))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, train))
+    total = len(batches)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, train["warmup_steps"], total))
     zero_rows = model_recipe["vocab_size"] - len(vocab)
+    pad, weights = index[model_recipe["pad_token_id"]], (1.0, train["tools"]["loss_weight"])
     model.train()
     recent: list[float] = []
-    size = train["batch_size"]
-    bar = tqdm(range(train["steps"]), desc="tiny-qwen3", unit="step", disable=not progress, leave=False)
+    bar = tqdm(compact_batches, desc="tiny-qwen3", unit="step", disable=not progress, leave=False)
     for step in bar:
-        ids, scored = _batch(compact_examples[step * size : (step + 1) * size], index[model_recipe["pad_token_id"]])
-        loss = _loss(model, ids, scored, zero_rows)
+        loss = sum(weight * _loss(model, *_batch(batch, pad), zero_rows) for weight, batch in zip(weights, step))
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -191,5 +233,5 @@ def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) ->
         bar.set_postfix(loss=f"{recent[-1]:.3f}")
     bar.close()
     final = sum(recent) / len(recent)
-    logger.info("tiny-qwen3: trained %d steps on %d token ids, final loss %.4f", train["steps"], len(vocab), final)
+    logger.info("tiny-qwen3: trained %d steps on %d token ids, final loss %.4f", total, len(vocab), final)
     return expand_to_full(model.eval(), vocab, model_recipe), final

@@ -131,9 +131,9 @@ async def test_tool_reward_needs_the_tool_to_really_run(qwen3_tokenizer) -> None
 
     def reply(prompt: str) -> str:
         if "<tool_response>" in prompt:
-            return re.findall(r"STAMP-[0-9a-f]{12}", prompt)[-1]
+            return re.findall(r"STAMP-[0-9]{26}", prompt)[-1]
         word = re.search(r"with the word '(\w+)'", prompt).group(1)
-        return tool_call("echo_tools_stamp", {"word": word}) if word == "apple" else "STAMP-000000000000"
+        return tool_call("echo_tools_stamp", {"word": word}) if word == "apple" else "STAMP-" + "0" * 26
 
     groups = await run_groups(qwen3_tokenizer, "echo-tool-v1", reply, rollout_batch_size=2, n_samples_per_prompt=1,
                               rollout_max_response_len=64, rollout_max_context_len=2048)

@@ -1,10 +1,13 @@
-"""The tiny model's recipe: it trains on arith-v1's own rows with a noisy teacher (so rewards
-vary inside a group), and its compact training loss is exactly the full model's loss."""
+"""The tiny model's recipe: it trains on arith-v1's own rows and on echo-tool-v1's two turns with
+noisy teachers (so rewards vary inside a group), its tool turns are the token ids Renderers
+build, its planted copy heads look exactly as far back as the copies sit, and its compact
+training loss is exactly the full model's loss."""
 
 from __future__ import annotations
 
 import ast
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,150 @@ def test_model_cache_is_per_user_and_movable(monkeypatch, tmp_path: Path) -> Non
     assert default_cache_root() == tmp_path / "xdg" / "vf-sglang"
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "mine"))
     assert default_cache_root() == tmp_path / "mine"
+
+
+# --- echo-tool-v1 lessons (tiny_tools.py) and the planted copy heads (tiny_plant.py) ---
+
+ECHO_TOOL_V1 = ARITH_V1.with_name("echo_tool_v1.py")
+ECHO_CASSETTE = Path(__file__).resolve().parents[2] / "fixtures" / "cassettes" / "reference-engine-echo-tool-v1.jsonl"
+
+
+def _module_constant(path: Path, name: str) -> object:
+    for node in ast.parse(path.read_text()).body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(getattr(target, "id", None) == name for target in targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"no {name} in {path}")
+
+
+def _recorded_turn_one() -> list[int]:
+    """The first prompt the real harness sent the engine for echo-tool-v1 (a recorded cassette)."""
+    for line in ECHO_CASSETTE.read_text().splitlines():
+        exchange = json.loads(line)
+        request = exchange.get("request") or {}
+        if exchange.get("kind") == "exchange" and request.get("path") == "/generate":
+            return list(request["body"]["input_ids"])
+    raise AssertionError(f"no /generate request in {ECHO_CASSETTE}")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(qwen3_tokenizer: Path) -> object:
+    from renderers.base import load_tokenizer
+
+    loaded = load_tokenizer(str(qwen3_tokenizer))
+    loaded.name_or_path = "Qwen/Qwen3-0.6B"
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def renderer(tokenizer: object) -> object:
+    import renderers
+
+    return renderers.create_renderer(tokenizer, renderers.Qwen3RendererConfig())
+
+
+def _ids(tokenizer: object, text: str) -> list[int]:
+    return list(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+
+
+def test_turn_one_prompt_is_what_the_harness_sent_and_renderers_render(tokenizer: object, renderer: object) -> None:
+    from e2e.engine import tiny_tools
+
+    recorded = _recorded_turn_one()
+    text = tokenizer.decode(recorded)  # type: ignore[attr-defined]
+    [word] = [w for w in RECIPE["train"]["tools"]["words"] if f"'{w}'" in text]
+    ours = _ids(tokenizer, tiny_tools.turn1_prompt(word))
+    assert ours == recorded
+    question = tiny_tools.QUESTION_TEMPLATE.format(word=word)
+    rendered = renderer.render([{"role": "user", "content": question}],  # type: ignore[attr-defined]
+                               tools=[json.loads(tiny_tools.TOOL_SPEC_JSON)], add_generation_prompt=True)
+    assert list(rendered.token_ids) == ours
+
+
+def test_turn_two_prompt_is_renderers_bridge_after_the_call(tokenizer: object, renderer: object) -> None:
+    from e2e.engine import tiny_tools
+
+    tools = [json.loads(tiny_tools.TOOL_SPEC_JSON)]
+    stamp = "STAMP-" + "31415926535897932384626433"
+    for word in RECIPE["train"]["tools"]["words"]:
+        prompt = _ids(tokenizer, tiny_tools.turn1_prompt(word))
+        call = _ids(tokenizer, tiny_tools.tool_call(word) + tiny_tools.END_OF_TURN)
+        bridged = renderer.bridge_to_next_turn(  # type: ignore[attr-defined]
+            prompt, call, [{"role": "tool", "content": stamp, "tool_call_id": "call_0"}], tools=tools)
+        assert bridged is not None
+        assert list(bridged.token_ids) == prompt + call + _ids(tokenizer, tiny_tools.bridge(stamp))
+
+
+def test_renderers_parse_the_teachers_call_into_name_and_word(tokenizer: object, renderer: object) -> None:
+    from e2e.engine import tiny_tools
+
+    for word in RECIPE["train"]["tools"]["words"]:
+        call = _ids(tokenizer, tiny_tools.tool_call(word) + tiny_tools.END_OF_TURN)
+        parsed = renderer.parse_response(call, tools=[json.loads(tiny_tools.TOOL_SPEC_JSON)])  # type: ignore[attr-defined]
+        assert [(c.name, c.arguments, c.status.name) for c in parsed.tool_calls] == [
+            ("echo_tools_stamp", {"word": word}, "OK")]
+
+
+def test_teacher_calls_or_not_picks_right_or_wrong_words_and_copies_exactly_or_not(tokenizer: object) -> None:
+    from e2e.engine import tiny_tools
+
+    tools = RECIPE["train"]["tools"]
+    seen = set()
+    rng = __import__("random").Random(tools["data_seed"])
+    for _ in range(400):
+        ids, spans = tiny_tools.tool_episode(tokenizer, rng, tools)
+        text = tokenizer.decode(ids)  # type: ignore[attr-defined]
+        asked = text.split("with the word '")[1].split("'")[0]
+        written = [tokenizer.decode(ids[start:end]) for start, end in spans]  # type: ignore[attr-defined]
+        if len(spans) == 1:
+            assert written[0].startswith("STAMP-") and "<tool_call>" not in written[0]
+            seen.add("no call")
+            continue
+        called = written[0].split('"word": "')[1].split('"')[0]
+        seen.add("right word" if called == asked else "wrong word")
+        returned = text.split("<tool_response>\n")[1].split("\n")[0]
+        assert returned.startswith("STAMP-") and len(returned) == len("STAMP-") + tools["stamp_digits"]
+        seen.add("exact copy" if written[1] == returned + "<|im_end|>" else "garbled copy")
+    assert seen == {"no call", "right word", "wrong word", "exact copy", "garbled copy"}
+
+
+def test_stamps_are_decimal_so_copies_sit_at_the_planted_distances(tokenizer: object) -> None:
+    from e2e.engine import tiny_tools
+
+    tools = RECIPE["train"]["tools"]
+    assert tools["words"] == list(_module_constant(ECHO_TOOL_V1, "WORDS"))  # type: ignore[arg-type]
+    for generation in ("a", "b"):
+        taskset = ECHO_TOOL_V1.parents[2] / generation / "tasksets" / "echo_tool_v1.py"
+        assert _module_constant(taskset, "STAMP_DIGITS") == tools["stamp_digits"]
+    assert sorted(set(tiny_tools.copy_offsets(tokenizer, tools).values())) == sorted(RECIPE["plant"]["offsets"])
+
+
+def test_planted_heads_attend_their_distance_and_stay_frozen() -> None:
+    torch = pytest.importorskip("torch", reason="needs torch (dependency group `demo`)")
+    import transformers
+
+    from e2e.engine import tiny_plant, tiny_train
+
+    vocab = list(range(40))
+    config = tiny_train._compact_config({**RECIPE["model"], "pad_token_id": 0}, vocab)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.Qwen3ForCausalLM(config)
+    masks = tiny_plant.plant_copy_heads(model, list(range(10)), [10, 11], RECIPE["plant"])
+    tiny_plant.freeze_masked(model, masks)
+    ids = torch.randint(0, 40, (1, 300), generator=torch.Generator().manual_seed(1))
+    out = model(input_ids=ids, output_attentions=True, labels=ids)
+    attention = out.attentions[-1][0]
+    positions = torch.arange(300)
+    for head, offset in enumerate(RECIPE["plant"]["offsets"]):
+        looked = positions - attention[head].argmax(-1)
+        assert looked[offset:].tolist() == [offset] * (300 - offset)
+        assert attention[head, offset:].max(-1).values.min() > 0.99
+        assert attention[head, 1:RECIPE["plant"]["monotone"]].argmax(-1).tolist() == [0] * (RECIPE["plant"]["monotone"] - 1)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    out.loss.backward()
+    torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0).step()
+    for name, p in model.named_parameters():
+        frozen = masks.get(name, torch.ones_like(p)) == 0
+        assert torch.equal(p[frozen], before[name][frozen]), name
+        assert frozen.all() or not torch.equal(p[~frozen], before[name][~frozen]), name

@@ -102,11 +102,11 @@ def tool_policy(tokenizer: Any) -> TextPolicy:
 
     def reply(prompt: str) -> str:
         if "<tool_response>" in prompt:
-            return re.findall(r"STAMP-[0-9a-f]{12}", prompt)[-1]
+            return re.findall(r"STAMP-[0-9]{26}", prompt)[-1]
         word = re.search(r"with the word '(\w+)'", prompt).group(1)
         if word == "apple":
             return tool_call("echo_tools_stamp", {"word": word})
-        return "STAMP-000000000000"
+        return "STAMP-" + "0" * 26
 
     return TextPolicy(tokenizer, reply)
 

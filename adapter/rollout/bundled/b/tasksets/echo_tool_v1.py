@@ -9,8 +9,10 @@ still the snake-cased class name and the null harness still qualifies tools as
 this module run with `sys.executable -m echo_tool_v1` (the host's interpreter, so the host's
 mcp 2.x); it fetches its task (the `EchoToolData` below) over Verifiers' `/task` channel.
 
-The stamp is `STAMP-` + the first 12 hex digits of HMAC-SHA256(`SECRET`, "<idx>:<word>"),
-where `SECRET` is a module-level constant that no prompt shows. A model cannot guess it; it
+The stamp is `STAMP-` + `STAMP_DIGITS` (26) decimal digits: HMAC-SHA256(`SECRET`, "<idx>:<word>")
+read as a number, modulo 10**26, zero-padded; `SECRET` is a module-level constant that no prompt
+shows. Decimal, so the Qwen3 tokenizer gives every stamp one token per digit (the project's tiny
+model copies it by position: e2e/engine/tiny_plant.py). A model cannot guess it; it
 can only copy it from the tool's reply. Calling the tool with a different word gives a
 different stamp.
 
@@ -37,16 +39,17 @@ import hmac
 import verifiers.v1 as vf
 from verifiers.v1.types import content_text
 
-__all__ = ["WORDS", "EchoToolData", "EchoToolTask", "EchoToolTaskset", "EchoTools", "stamp_for"]
+__all__ = ["STAMP_DIGITS", "WORDS", "EchoToolData", "EchoToolTask", "EchoToolTaskset", "EchoTools", "stamp_for"]
 
 # Fixture secret: never part of a prompt; the tool server and the scorer share it.
 SECRET = b"vf-sglang/echo-tool-v1/fixture-secret"
 WORDS: tuple[str, ...] = ("apple", "river", "lantern", "cobalt")
+STAMP_DIGITS = 26
 
 
 def stamp_for(idx: int, word: str) -> str:
-    digest = hmac.new(SECRET, f"{idx}:{word}".encode(), hashlib.sha256).hexdigest()
-    return f"STAMP-{digest[:12]}"
+    digest = hmac.new(SECRET, f"{idx}:{word}".encode(), hashlib.sha256).digest()
+    return f"STAMP-{int.from_bytes(digest, 'big') % 10**STAMP_DIGITS:0{STAMP_DIGITS}d}"
 
 
 class EchoToolData(vf.TaskData):

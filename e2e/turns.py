@@ -67,6 +67,20 @@ def load_exchanges(path: Path) -> list[Exchange]:
     return [exchange for file in files for exchange in exchanges_from(file.read_text().splitlines())]
 
 
+def later_turns(exchanges: Sequence[Exchange]) -> list[tuple[Exchange, Exchange]]:
+    """(turn k-1, turn k) pairs of a cassette: exchange k's prompt is exchange k-1's prompt + its
+    completion + at least one token more (what the harness added between them)."""
+    by_prefix = {e.input_ids + e.output_ids: e for e in exchanges}
+    pairs = []
+    for exchange in exchanges:
+        for cut in range(len(exchange.input_ids) - 1, 0, -1):
+            previous = by_prefix.get(exchange.input_ids[:cut])
+            if previous is not None:
+                pairs.append((previous, exchange))
+                break
+    return pairs
+
+
 def runs_of(mask: Sequence[int]) -> list[tuple[int, int, int]]:
     """(value, start, end) of each maximal run of equal values in `mask`."""
     runs: list[tuple[int, int, int]] = []

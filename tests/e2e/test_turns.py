@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from e2e.turns import Exchange, exchanges_from, runs_of, turn_report
+from e2e.turns import Exchange, exchanges_from, later_turns, runs_of, turn_report
 
 PROMPT, CALL, TOOL, REPLY = [1, 2, 3], [10, 11, 99], [20, 21, 22], [12, 99]
 
@@ -79,3 +79,9 @@ def test_only_answered_generate_exchanges_are_read() -> None:
 def test_runs_are_maximal() -> None:
     assert runs_of([1, 1, 0, 1]) == [(1, 0, 2), (0, 2, 3), (1, 3, 4)]
     assert runs_of([]) == []
+
+
+def test_a_later_turn_is_found_by_its_prefix_and_a_fresh_prompt_is_not() -> None:
+    _, exchanges = _episode()
+    fresh = Exchange((5, 6, 7), (8,), 0)
+    assert later_turns([*exchanges, fresh]) == [(exchanges[0], exchanges[1])]

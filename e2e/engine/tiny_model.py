@@ -44,7 +44,7 @@ from e2e.engine.errors import TinyModelBuildError
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 CACHE_ENV = "VF_SGLANG_CACHE"
 MODEL_PREFIX = "tiny-qwen3-"
 RECIPE_FILE = "recipe.json"
@@ -82,12 +82,15 @@ RECIPE: dict[str, Any] = {
                  [9, "*", 9], [4, "*", 12], [15, "-", 6], [30, "-", 17], [11, "+", 11], [5, "*", 5]],
         "row_fraction": 0.9,
         "answer_mix": {"exact": 0.5, "near": 0.3},
+        # group-v1's "say the word" prompts, a few per step beside the rows (tiny_train.say_examples)
+        "say": {"data_seed": 20240603, "per_step": 2, "words": ["banana", "violet", "harbor", "pepper"],
+                "mix": {"exact": 0.6, "other": 0.25}},
         # echo-tool-v1 episodes (tiny_tools.py) by a noisy teacher: a batch of `batch_size` of them
         # in every step, its loss weighted by `loss_weight`; stamps are random `stamp_digits` digits.
         "tools": {
             "data_seed": 20240602,
             "batch_size": 4,
-            "loss_weight": 1.0,
+            "loss_weight": 1.5,
             "words": ["apple", "river", "lantern", "cobalt"],
             "stamp_digits": 26,
             "behaviour": {"call": 0.8, "right_word": 0.5, "copy": 0.99},

@@ -57,7 +57,8 @@ Example = tuple[list[int], tuple[tuple[int, int], ...]]  # token ids, scored spa
 
 def turn1_prompt(word: str) -> str:
     """Turn 1's prompt text: the tool block, the task's user message, the generation prompt."""
-    return SYSTEM_TEMPLATE.format(tools=TOOL_SPEC_JSON) + USER_TEMPLATE.format(question=QUESTION_TEMPLATE.format(word=word))
+    question = QUESTION_TEMPLATE.format(word=word)
+    return SYSTEM_TEMPLATE.format(tools=TOOL_SPEC_JSON) + USER_TEMPLATE.format(question=question)
 
 
 def tool_call(word: str) -> str:

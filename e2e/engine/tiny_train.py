@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 # Renderers' Qwen3 renderer, one user message, add_generation_prompt=True (thinking on).
 PROMPT_TEMPLATE = "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
 QUESTION_TEMPLATE = "What is {a} {op} {b}? Answer with just the number."
+SAY_TEMPLATE = "Say the word {word!r}. Reply with that word only."  # group-v1's prompt
 END_OF_TURN = "<|im_end|>"
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
@@ -88,7 +89,7 @@ def draw_problem(rng: random.Random, train: Mapping[str, Any]) -> tuple[str, int
     return random_problem(rng, train["ranges"])
 
 
-def encode_example(tokenizer: Any, question: str, answer: int) -> Example:
+def encode_example(tokenizer: Any, question: str, answer: int | str) -> Example:
     """Token ids of prompt + answer + `<|im_end|>`, and how many of them the prompt holds."""
     prompt = tokenizer.encode(render_prompt(question), add_special_tokens=False)
     target = tokenizer.encode(f"{answer}{END_OF_TURN}", add_special_tokens=False)
@@ -106,6 +107,29 @@ def training_examples(tokenizer: Any, train: Mapping[str, Any]) -> list[Example]
             cache[problem] = encode_example(tokenizer, *problem)
         examples.append(cache[problem])
     return examples
+
+
+def say_examples(tokenizer: Any, say: Mapping[str, Any], steps: int) -> list[list[Example]]:
+    """group-v1's lessons, `say.per_step` per step from their own seed (so the arithmetic rows
+    stay as they are): "Say the word 'banana'. ..." answered by a noisy teacher with the word
+    (prob. `mix.exact`), another of the words (`mix.other`), else the word twice. Short replies
+    that end the turn, so group-v1's samples complete and its rewards vary."""
+    rng = random.Random(say["data_seed"])
+    words, mix = say["words"], say["mix"]
+    lessons = []
+    for _ in range(steps):
+        batch = []
+        for _ in range(say["per_step"]):
+            word, draw = rng.choice(words), rng.random()
+            if draw < mix["exact"]:
+                reply = word
+            elif draw < mix["exact"] + mix["other"]:
+                reply = rng.choice([w for w in words if w != word])
+            else:
+                reply = f"{word} {word}"
+            batch.append(encode_example(tokenizer, SAY_TEMPLATE.format(word=word), reply))
+        lessons.append(batch)
+    return lessons
 
 
 def training_vocab(examples: list[Example], pad_id: int) -> list[int]:
@@ -154,8 +178,9 @@ def training_batches(tokenizer: Any, train: Mapping[str, Any]) -> list[list[list
 
     arith, size = training_examples(tokenizer, train), train["batch_size"]
     tools = tool_batches(tokenizer, {**train["tools"], "steps": train["steps"]}) if train["tools"]["batch_size"] else []
-    steps = [[arith[start : start + size]] for start in range(0, len(arith), size)]
-    for step, batch in zip(steps, tools):
+    say = say_examples(tokenizer, train["say"], train["steps"])
+    steps = [[arith[start : start + size] + say[start // size]] for start in range(0, len(arith), size)]
+    for step, batch in zip(steps, tools, strict=False):  # no tool lessons: the arithmetic batches only
         step.append(batch)
     return steps
 
@@ -216,14 +241,16 @@ def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) ->
     optimizer = torch.optim.AdamW(model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"],
                                   betas=(0.9, 0.98))
     total = len(batches)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, train["warmup_steps"], total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                  lambda step: _lr_factor(step, train["warmup_steps"], total))
     zero_rows = model_recipe["vocab_size"] - len(vocab)
     pad, weights = index[model_recipe["pad_token_id"]], (1.0, train["tools"]["loss_weight"])
     model.train()
     recent: list[float] = []
     bar = tqdm(compact_batches, desc="tiny-qwen3", unit="step", disable=not progress, leave=False)
     for step in bar:
-        loss = sum(weight * _loss(model, *_batch(batch, pad), zero_rows) for weight, batch in zip(weights, step))
+        loss = sum(weight * _loss(model, *_batch(batch, pad), zero_rows)
+                   for weight, batch in zip(weights, step, strict=False))
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -219,7 +219,8 @@ def test_planted_heads_attend_their_distance_and_stay_frozen() -> None:
         looked = positions - attention[head].argmax(-1)
         assert looked[offset:].tolist() == [offset] * (300 - offset)
         assert attention[head, offset:].max(-1).values.min() > 0.99
-        assert attention[head, 1:RECIPE["plant"]["monotone"]].argmax(-1).tolist() == [0] * (RECIPE["plant"]["monotone"] - 1)
+        monotone = RECIPE["plant"]["monotone"]
+        assert attention[head, 1:monotone].argmax(-1).tolist() == [0] * (monotone - 1)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     out.loss.backward()
     torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0).step()

@@ -81,7 +81,7 @@ RECIPE: dict[str, Any] = {
         "rows": [[3, "+", 4], [7, "+", 5], [12, "+", 9], [20, "+", 22], [6, "*", 7], [8, "*", 3],
                  [9, "*", 9], [4, "*", 12], [15, "-", 6], [30, "-", 17], [11, "+", 11], [5, "*", 5]],
         "row_fraction": 0.9,
-        "answer_mix": {"exact": 0.5, "near": 0.3},
+        "answer_mix": {"exact": 0.6, "near": 0.25},
         # group-v1's "say the word" prompts, a few per step beside the rows (tiny_train.say_examples)
         "say": {"data_seed": 20240603, "per_step": 2, "words": ["banana", "violet", "harbor", "pepper"],
                 "mix": {"exact": 0.6, "other": 0.25}},

@@ -93,7 +93,7 @@ RECIPE: dict[str, Any] = {
             "loss_weight": 1.5,
             "words": ["apple", "river", "lantern", "cobalt"],
             "stamp_digits": 26,
-            "behaviour": {"call": 0.8, "right_word": 0.5, "copy": 0.99},
+            "behaviour": {"call": 0.92, "right_word": 0.5, "copy": 0.99},
         },
     },
     # positional copy heads in the last layer (tiny_plant.py): the distance each query head looks

@@ -127,14 +127,19 @@ def _differences(engine: Any, *, honour_temperature: bool = True) -> list[float]
     return found
 
 
+def _within_tolerance(found: list[float]) -> bool:
+    worst = max(found)
+    return math.isfinite(worst) and sum(found) / len(found) <= MEAN_TOLERANCE and worst <= MAX_TOLERANCE
+
+
 @pytest.mark.e2e
 def test_the_reference_models_teacher_forced_logprobs_match_sglangs(reference_engine) -> None:
     found = _differences(reference_engine)
-    mean, worst = sum(found) / len(found), max(found)
-    assert math.isfinite(worst) and mean <= MEAN_TOLERANCE and worst <= MAX_TOLERANCE, (mean, worst)
+    assert _within_tolerance(found), (sum(found) / len(found), max(found))
 
 
 @pytest.mark.e2e
 def test_the_logprob_comparison_fails_on_the_wrong_temperature(reference_engine) -> None:
-    found = _differences(reference_engine, honour_temperature=False)
-    assert sum(found) / len(found) > MEAN_TOLERANCE
+    # the same verdict as above must fail (a confident model's mean alone may stay small: the copies
+    # the tiny model makes are near-certain at any temperature; its worst token is not)
+    assert not _within_tolerance(_differences(reference_engine, honour_temperature=False))

@@ -225,19 +225,24 @@ def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) ->
     from e2e.engine.tiny_tools import copy_offsets
 
     train, model_recipe, plant = recipe["train"], recipe["model"], recipe["plant"]
-    measured = sorted(set(copy_offsets(tokenizer, train["tools"]).values()))
-    if measured != sorted(plant["offsets"]):
-        raise ValueError(f"the tool copies are {measured} tokens back, the planted heads {plant['offsets']}")
+    digits: list[int] = []
+    pieces: list[int] = []
+    if plant is not None:  # None: a variant without the copy heads (no tool lessons either)
+        measured = sorted(set(copy_offsets(tokenizer, train["tools"]).values()))
+        if measured != sorted(plant["offsets"]):
+            raise ValueError(f"the tool copies are {measured} tokens back, the planted heads {plant['offsets']}")
+        digits, pieces = copyable_tokens(tokenizer, train["tools"])
     batches = training_batches(tokenizer, train)
-    digits, pieces = copyable_tokens(tokenizer, train["tools"])
-    examples = [example for step in batches for batch in step for example in batch] + [(digits + pieces, 1)]
+    examples = [example for step in batches for batch in step for example in batch]
+    examples += [(digits + pieces, 1)] if plant is not None else []
     vocab = training_vocab(examples, model_recipe["pad_token_id"])
     index = {token: i for i, token in enumerate(vocab)}
     compact_batches = [[[([index[t] for t in ids], targets) for ids, targets in batch] for batch in step]
                        for step in batches]
     torch.manual_seed(train["init_seed"])
     model = transformers.Qwen3ForCausalLM(_compact_config(model_recipe, vocab))
-    freeze_masked(model, plant_copy_heads(model, [index[t] for t in digits], [index[t] for t in pieces], plant))
+    if plant is not None:
+        freeze_masked(model, plant_copy_heads(model, [index[t] for t in digits], [index[t] for t in pieces], plant))
     optimizer = torch.optim.AdamW(model.parameters(), lr=train["lr"], weight_decay=train["weight_decay"],
                                   betas=(0.9, 0.98))
     total = len(batches)

@@ -84,7 +84,10 @@ def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = pri
     """The whole run, server start-up included; the server is ended on the way out."""
     started, load_before = time.monotonic(), os.getloadavg()
     config.run_dir.mkdir(parents=True, exist_ok=True)
-    with serving(config.sglang_version, deterministic=True) as server:
+    from e2e.engine.tiny_model import RECIPE, arith_only, build_tiny_model
+
+    model_dir = build_tiny_model(progress=False, recipe=arith_only(RECIPE))  # see arith_only: why not the tool model
+    with serving(config.sglang_version, deterministic=True, model_dir=model_dir) as server:
         progress(f"sglang {server.version} up in {server.startup_s:.0f} s at {server.url} (log {server.log_path})")
         load_weights(server.url, server.model_dir, "0")
         loop = Loop(config, url=server.url, model_dir=server.model_dir, record_dir=record_dir)

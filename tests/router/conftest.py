@@ -51,9 +51,12 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    from adapter.cli.reference_engine import tiny_model as build
+    """The tiny model's arithmetic-only variant (`tiny_model.arith_only`): the lane's chat fixture asks
+    sums, which it answers and ends; the tool-calling model rambles there to the 16-token limit, and a
+    truncated turn splits its trace into branches, which these tests do not count on."""
+    from e2e.engine.tiny_model import RECIPE, arith_only, build_tiny_model
 
-    return build(progress=False)
+    return build_tiny_model(progress=False, recipe=arith_only(RECIPE))
 
 
 @pytest.fixture(scope="session")

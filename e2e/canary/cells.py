@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from packaging.version import Version
+
 from adapter.rollout.versions import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, VersionDecision, decide
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
 
@@ -85,10 +87,10 @@ class SchemaCell:
     @property
     def served_note(self) -> str:
         """Whether the real-SGLang CPU lanes already serve this release."""
-        newest_served = max(SGLANG_CHECKED_VERSIONS, key=lambda v: tuple(int(p) for p in v.split(".")))
+        newest_served = max(SGLANG_CHECKED_VERSIONS, key=Version)
         if self.sglang in SGLANG_CHECKED_VERSIONS:
             return "the lanes' own release"
-        if tuple(int(p) for p in self.sglang.split(".")[:3]) > tuple(int(p) for p in newest_served.split(".")):
+        if Version(self.sglang) > Version(newest_served):
             return (f"newer than the lanes' {newest_served}: served on CPU only after "
                     f"`python -m e2e.sglang_cpu lock --version {self.sglang}` and `VF_SGLANG_CPU_VERSION={self.sglang} "
                     "tox -e sglang-cpu`")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
 from e2e.canary.cells import ContractCell, SchemaCell
 from e2e.canary.rules import current_pin
 from e2e.canary.runner import CellResult
@@ -69,7 +70,8 @@ def package_rows(canary: Canary) -> list[str]:
         rows.append(_row(package, newest[package], current_pin(package) + " (locked)", verdict, result,
                          _first(failing[0]) if failing else "—"))
     schema_cell, schema_result = canary.schema
-    rows.append(_row("sglang", newest["sglang"], current_pin("sglang") + " (served on CPU), 0.5.16; schema 0.5.15",
+    checked = ", ".join(v for v in SGLANG_CHECKED_VERSIONS if v != current_pin("sglang"))
+    rows.append(_row("sglang", newest["sglang"], f"{current_pin('sglang')} (served on CPU); also checked {checked}",
                      f"not gated: accepted; {schema_cell.served_note}", "schema checks: " + _result(schema_result),
                      _first(schema_result)))
     smg_pin = current_pin("smg")

@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -75,17 +76,23 @@ def test_a_worker_killed_mid_run(smg, logs, tiny_model, tmp_path) -> None:
     assert ran.code == EXIT_DROPPED, ran.output[-3000:]
     summary = next(line for line in ran.output.splitlines() if " samples in " in line)
     print(f"worker loss: {summary}")
-    assert f"{GROUPS} samples in {GROUPS} groups" in summary and "dropped and replaced (" in summary, summary
+    assert f" samples in {GROUPS} groups" in summary and "dropped and replaced (" in summary, summary
 
     samples = [json.loads(line) for line in out.read_text().splitlines()]
     traces = by_key(generate_calls(cassettes))
-    kept = [s["routing_key"] for s in samples]
-    assert len(kept) == len(set(kept)) == GROUPS  # nothing duplicated
-    assert sorted((s["group_index"], s["index"]) for s in samples) == [(i, i) for i in range(GROUPS)]
+    # one kept trace per group (n = 1); a trace whose turn is no extension of the last splits into
+    # branches: sibling samples with one key, one group and a rollout_id each
+    group_of = {s["routing_key"]: {t["group_index"] for t in samples if t["routing_key"] == s["routing_key"]}
+                for s in samples}
+    kept = set(group_of)
+    assert len(kept) == GROUPS and all(len(groups) == 1 for groups in group_of.values()), group_of
+    assert sorted(next(iter(groups)) for groups in group_of.values()) == list(range(GROUPS))  # nothing duplicated
+    keys = Counter(s["routing_key"] for s in samples)
+    assert all(s.get("rollout_id") is not None for s in samples if keys[s["routing_key"]] > 1)
     for key in kept:  # every kept trace ran all its turns, answered, on one worker
         assert [c.status for c in traces[key]] == [200] * TURNS and len({c.worker for c in traces[key]}) == 1
     failed = {key for key, calls in traces.items() if any(c.status != 200 for c in calls)}
-    assert failed and not failed & set(kept), "the traces that lost their worker are dropped, not kept"
+    assert failed and not failed & kept, "the traces that lost their worker are dropped, not kept"
     dropped = sum(int(n) for n in re.findall(r"×(\d+)", summary.split("dropped and replaced (")[1].split(")")[0]))
     # each group counted as dropped lost its trace's worker (n = 1); a failing trace still retrying when
     # the batch was complete is cancelled with the other pending episodes, not counted

@@ -33,6 +33,8 @@ class Exchange:
     input_ids: tuple[int, ...]
     output_ids: tuple[int, ...]
     cached_tokens: int | None
+    worker: str | None = None  # the router's `x-smg-routed-worker-id` answer header, when routed
+    key: str | None = None  # the request's `X-SMG-Routing-Key` (the trace id), when sent
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ def exchanges_from(lines: Iterable[str]) -> list[Exchange]:
         body, answer = request.get("body") or {}, response.get("body") or {}
         meta = answer.get("meta_info") or {}
         found.append(Exchange(tuple(body.get("input_ids") or ()), tuple(answer.get("output_ids") or ()),
-                              meta.get("cached_tokens")))
+                              meta.get("cached_tokens"), (response.get("headers") or {}).get("x-smg-routed-worker-id"),
+                              (request.get("headers") or {}).get("x-smg-routing-key")))
     return found
 
 

@@ -45,7 +45,7 @@ RULES: tuple[Rule, ...] = (
          "they break", ("sglang-schema", "sglang-cpu", "sglang-cpu-0516", "rl-cpu", "miles", "canary")),
     Rule("smg", "tox",
          "not gated: a router is recognised by its worker listing; the router lane pins it",
-         ("router",)),
+         ("router", "sglang-cpu")),
     Rule("torch", "pyproject",
          "not gated: the demo group pins it for the reference engine, the RL trainer and SGLang on CPU",
          ("e2e", "sglang-cpu", "rl-cpu", "miles")),

@@ -41,6 +41,7 @@ from adapter.rollout.caches import with_harness_cache
 from adapter.rollout.generations import unsupported_feature
 from adapter.rollout.harness_uv import offline_env, program_source
 from adapter.rollout.identity import explicit_advice, renderer_identity
+from adapter.rollout.tokenizer_imports import import_tokenizer_classes
 
 # The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
 # bridge gets its own host name: Renderers caches `/v1/models`' max_model_len per base URL for
@@ -176,6 +177,7 @@ def _shared_pool(source: str, identity: str, template_kwargs: str, size: int) ->
         tokenizer.name_or_path = identity
         return create_renderer(tokenizer, chat_template_kwargs=json.loads(template_kwargs) or None)
 
+    import_tokenizer_classes()  # the pool's threads would otherwise race on transformers' first import
     return RendererPool(factory, size=size)
 
 

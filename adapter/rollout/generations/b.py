@@ -44,6 +44,7 @@ from adapter.errors import ConfigurationError, EpisodeError, UnsupportedFeatureE
 from adapter.rollout.generations import unsupported_feature
 from adapter.rollout.harness_uv import offline_env, program_source
 from adapter.rollout.identity import renderer_identity
+from adapter.rollout.tokenizer_imports import import_tokenizer_classes
 
 API_KEY_VAR = "VF_SGLANG_API_KEY"  # unset: Verifiers sends "EMPTY", which the bridge ignores
 # What verifiers 0.4.0 sets on its uv script preparation over the harness env (runtimes/base.py,
@@ -158,6 +159,7 @@ class GenerationB:
     def make_client(self, app: Any, *, tokenizer_path: str | None = None,
                     renderer_model_name: str | None = None, pool_size: int = 1) -> BridgeEndpoint:
         name, renderer = renderer_for(tokenizer_path, renderer_model_name)
+        import_tokenizer_classes()  # Verifiers' renderer pool builds on threads: no racing first import
         self._endpoint = BridgeEndpoint(app, name, renderer, pool_size=pool_size)
         return self._endpoint
 

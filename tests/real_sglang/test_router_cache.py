@@ -1,0 +1,81 @@
+"""Behind the real router, the prefix cache is why the adapter routes by trace: two real SGLang
+workers behind smg, the same seeded multi-turn tool episodes (echo-tool-v1) under
+`consistent_hashing` and `round_robin` (`e2e.router_cache`; the figures are in docs/router.md).
+
+In the sglang-cpu lane the two workers are the lane's server and the session's own
+(`sglang_cpu_server`): no server is started for this test. Needs smg (the sglang-cpu lanes install
+it) and VF_SGLANG_CPU=1; measured on the main lane's SGLang (0.5.23) only: the routing is smg's,
+and two more echo-tool runs (about a minute each on 2 cores) are not worth a second lane.
+
+The whole-run hit rate is not judged: a run's first turns arrive together and share one prefill
+batch, whose members never hit each other's cache, so how the router splits that batch moves it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.router import SMG_VERSION, smg_binary
+from e2e.router_cache import CacheFigures, markdown, measure
+from e2e.sglang_cpu.server import DEFAULT_VERSION, serving
+
+pytestmark = pytest.mark.sglang_cpu
+
+
+@pytest.fixture(scope="module")
+def workers(real_sglang, request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    if real_sglang.version != DEFAULT_VERSION:
+        pytest.skip(f"measured on SGLang {DEFAULT_VERSION} (tox -e sglang-cpu), not {real_sglang.version}")
+    if smg_binary() is None:
+        pytest.fail(f"needs smg=={SMG_VERSION} beside this Python (the sglang-cpu lanes install it)", pytrace=False)
+    session = request.getfixturevalue("sglang_cpu_server")
+    with contextlib.ExitStack() as stack:
+        second = session if session.url != real_sglang.url else stack.enter_context(
+            serving(real_sglang.version, deterministic=True, model_dir=real_sglang.model_dir))
+        assert Path(second.model_dir).resolve() == real_sglang.model_dir.resolve(), "the workers serve other models"
+        yield [real_sglang.url, second.url]
+
+
+@pytest.fixture(scope="module")
+def runs(workers: list[str], real_sglang, tmp_path_factory: pytest.TempPathFactory
+         ) -> dict[str, tuple[CacheFigures, Path]]:
+    run_dir = tmp_path_factory.mktemp("router-cache")
+    found = {policy: measure(workers, policy, tokenizer=real_sglang.model_dir, run_dir=run_dir)
+             for policy in ("consistent_hashing", "round_robin")}
+    print("\n" + markdown([figures for figures, _ in found.values()]))
+    return found
+
+
+def _samples(path: Path) -> list[tuple[int, ...]]:
+    return sorted(tuple(json.loads(line)["tokens"]) for line in path.read_text().splitlines())
+
+
+def test_consistent_hashing_keeps_every_turn_of_a_trace_on_one_worker(runs) -> None:
+    hashed, _ = runs["consistent_hashing"]
+    assert hashed.later_turns >= 4, f"too few traces called the tool to judge routing: {hashed}"
+    assert hashed.later_same_worker == hashed.later_turns, hashed
+    assert hashed.later_prefix_served == hashed.later_turns, hashed
+
+
+def test_round_robin_scatters_turns_and_loses_their_prefix(runs) -> None:
+    scattered, _ = runs["round_robin"]
+    assert scattered.later_same_worker < scattered.later_turns, scattered
+    assert scattered.later_prefix_served < scattered.later_turns, scattered
+
+
+def test_consistent_hashing_gets_the_higher_prefix_cache_hit_rate(runs) -> None:
+    (hashed, _), (scattered, _) = runs["consistent_hashing"], runs["round_robin"]
+    assert hashed.later_hit_rate > scattered.later_hit_rate, markdown([hashed, scattered])
+    recomputed = [f.later_prompt_tokens - f.later_cached_tokens for f in (hashed, scattered)]
+    assert recomputed[0] < recomputed[1], markdown([hashed, scattered])
+
+
+def test_the_policy_changes_where_turns_run_never_what_they_sample(runs) -> None:
+    # deterministic workers, the same seeds: the same episodes under either policy
+    (_, hashed), (_, scattered) = runs["consistent_hashing"], runs["round_robin"]
+    assert _samples(hashed) == _samples(scattered)

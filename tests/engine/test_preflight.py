@@ -52,7 +52,9 @@ async def test_rollout_without_a_tokenizer_fails_in_seconds_naming_the_flag(offl
     assert code == 2, err
     assert len(err.splitlines()) == 1, err
     assert "--tokenizer" in err and "HF_HUB_OFFLINE" in err and "Qwen/Qwen3-0.6B" in err
-    assert seconds < 10, f"{seconds:.1f}s to the --tokenizer error"
+    # a hub wait is minutes (retries over the network); a fresh interpreter's imports are 3-5 s on 2 idle
+    # cores and took 10.7 s with other lanes beside it
+    assert seconds < 20, f"{seconds:.1f}s to the --tokenizer error"
 
 
 async def test_a_server_that_is_not_sglang_is_named_in_one_line(tmp_path) -> None:

@@ -131,12 +131,15 @@ def _site_packages(venv: str, python_tag: str) -> str:
     return f"{venv}/lib/{python_tag}/site-packages"
 
 
-CODE_GOLF_CONFIG = """# code-golf-v1 on verifiers 0.2.0: the null harness, programs run with python3 locally.
+CODE_GOLF_CONFIG = """# code-golf-v1 on verifiers 0.2.0 under its default harness, the coding agent
+# (bash + edit tools) Miles' own E2E runs it with; the harness program's mcp is pinned
+# before 2.x (it breaks tools in 0.2.0).
 [taskset]
 id = "code-golf-v1"
 
 [harness]
-id = "null"
+id = "default"
+env = { UV_EXCLUDE_NEWER = "2026-07-28T13:44:00Z" }
 
 [harness.runtime]
 type = "subprocess"

@@ -127,6 +127,23 @@ def arith_only(recipe: dict[str, Any]) -> dict[str, Any]:
     return variant
 
 
+def default_harness(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The recipe's default-harness variant: the same model and lessons, plus echo-tool-v1 under
+    Verifiers' default (bash + edit) harness (`tiny_bash.py`): a bash call `echo <word>`, then the
+    stamp call, then the stamp. Its episodes are ~560 tokens, so the planted heads' profile is solved
+    over a longer span. Same architecture as the recipe's model: the sglang-cpu lane loads it into a
+    running server (`/update_weights_from_disk`) for the default-harness episodes."""
+    variant = copy.deepcopy(recipe)
+    tools = variant["train"]["tools"]
+    variant["train"]["bash"] = {
+        "data_seed": 20240604, "batch_size": 2, "loss_weight": 1.5, "words": tools["words"],
+        "stamp_digits": tools["stamp_digits"], "behaviour": {"bash": 0.9, "copy": 0.99},
+    }
+    if variant["plant"] is not None:
+        variant["plant"]["span"] = 800
+    return variant
+
+
 def recipe_hash(recipe: dict[str, Any]) -> str:
     """First 12 hex digits of the sha256 of the recipe's canonical JSON."""
     canonical = json.dumps(recipe, sort_keys=True, separators=(",", ":"))

@@ -182,6 +182,12 @@ def training_batches(tokenizer: Any, train: Mapping[str, Any]) -> list[list[list
     steps = [[arith[start : start + size] + say[start // size]] for start in range(0, len(arith), size)]
     for step, batch in zip(steps, tools, strict=False):  # no tool lessons: the arithmetic batches only
         step.append(batch)
+    bash = train.get("bash")  # the default-harness variant's lessons (tiny_bash.py), a third batch
+    if bash and bash["batch_size"]:
+        from e2e.engine.tiny_bash import bash_batches
+
+        for step, batch in zip(steps, bash_batches(tokenizer, bash, len(steps)), strict=True):
+            step.append(batch)
     return steps
 
 
@@ -249,7 +255,8 @@ def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) ->
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                   lambda step: _lr_factor(step, train["warmup_steps"], total))
     zero_rows = model_recipe["vocab_size"] - len(vocab)
-    pad, weights = index[model_recipe["pad_token_id"]], (1.0, train["tools"]["loss_weight"])
+    pad = index[model_recipe["pad_token_id"]]
+    weights = (1.0, train["tools"]["loss_weight"], (train.get("bash") or {}).get("loss_weight", 0.0))
     model.train()
     recent: list[float] = []
     bar = tqdm(compact_batches, desc="tiny-qwen3", unit="step", disable=not progress, leave=False)

@@ -13,8 +13,9 @@ under `consistent_hashing` (every turn of a trace on one worker) and `round_robi
 The adapter sends `X-SMG-Routing-Key` (the trace id) in both runs (`--router-policy consistent_hashing`):
 the requests are the same, only the router's policy differs (round_robin ignores the key), and the
 key groups each trace's turns (a group's episodes often share identical turns, so prompts alone
-cannot). Each trace is its own task (`--n 1`): a group's episodes sample the same tool call for the same
-prompt, so a sibling's turns would warm the other worker's cache and hide the routing. A turn k ≥ 2
+cannot). Every trace is its own group (`--n 1`): a group's episodes share one prompt and mostly sample the
+same tool call, so a sibling's turns would warm the other worker's cache and hide the routing (the
+taskset's 4 tasks still come twice in 8 groups, with different seeds). A turn k ≥ 2
 of a trace is "served from its prefix" when its `cached_tokens` covers turn k-1's whole
 prompt: the worker still held the trace's earlier turns. Under round_robin a later turn lands on the
 other worker about half the time, which never saw the trace (only the shared system prompt).
@@ -155,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m e2e.router_cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sglang-version", default="0.5.23")
     parser.add_argument("--groups", type=int, default=8)
-    parser.add_argument("--n", type=int, default=1, help="1: every trace its own task (a group's episodes share "
+    parser.add_argument("--n", type=int, default=1, help="1: every trace its own group (a group's episodes share "
                         "their turns, which any worker that served a sibling has cached)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-dir", type=Path, default=REPO / "runs" / "router-cache")

@@ -45,7 +45,7 @@ def workers(real_sglang, request: pytest.FixtureRequest) -> Iterator[list[str]]:
 def runs(workers: list[str], real_sglang, tmp_path_factory: pytest.TempPathFactory
          ) -> dict[str, tuple[CacheFigures, Path]]:
     run_dir = tmp_path_factory.mktemp("router-cache")
-    found = {policy: measure(workers, policy, tokenizer=real_sglang.model_dir, run_dir=run_dir, groups=6)
+    found = {policy: measure(workers, policy, tokenizer=real_sglang.model_dir, run_dir=run_dir)
              for policy in ("consistent_hashing", "round_robin")}
     print("\n" + markdown([figures for figures, _ in found.values()]))
     return found

@@ -30,6 +30,7 @@ from e2e.engine.tiny_tools import (
     USER_TEMPLATE,
     Example,
     bridge,
+    encode,
     garble,
     random_stamp,
     tool_call,
@@ -72,25 +73,21 @@ def command_output(word: str) -> str:
     return word + "\n"
 
 
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False))
-
-
 def bash_episode(tokenizer: Any, rng: random.Random, bash: Mapping[str, Any]) -> Example:
     """One default-harness episode by the teacher as one sequence, and its scored spans (the model's
     turns: the bash call when it makes one, the stamp call, the reply)."""
     words, behaviour, digits = bash["words"], bash["behaviour"], bash["stamp_digits"]
     word = rng.choice(words)
-    ids, spans = _encode(tokenizer, turn1_prompt(word)), []
+    ids, spans = encode(tokenizer, turn1_prompt(word)), []
     if rng.random() < behaviour["bash"]:
-        call = _encode(tokenizer, bash_call(word) + END_OF_TURN)
+        call = encode(tokenizer, bash_call(word) + END_OF_TURN)
         spans.append((len(ids), len(ids) + len(call)))
-        ids += call + _encode(tokenizer, bridge(command_output(word)))
-    stamp_call = _encode(tokenizer, tool_call(word) + END_OF_TURN)
+        ids += call + encode(tokenizer, bridge(command_output(word)))
+    stamp_call = encode(tokenizer, tool_call(word) + END_OF_TURN)
     spans.append((len(ids), len(ids) + len(stamp_call)))
     stamp = random_stamp(rng, digits)
-    ids += stamp_call + _encode(tokenizer, bridge(stamp))
-    reply = _encode(tokenizer, (stamp if rng.random() < behaviour["copy"] else garble(rng, stamp)) + END_OF_TURN)
+    ids += stamp_call + encode(tokenizer, bridge(stamp))
+    reply = encode(tokenizer, (stamp if rng.random() < behaviour["copy"] else garble(rng, stamp)) + END_OF_TURN)
     spans.append((len(ids), len(ids) + len(reply)))
     return ids + reply, tuple(spans)
 

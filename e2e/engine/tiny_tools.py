@@ -83,7 +83,8 @@ def garble(rng: random.Random, stamp: str) -> str:
     return stamp[:at] + other + stamp[at + 1 :]
 
 
-def _encode(tokenizer: Any, text: str) -> list[int]:
+def encode(tokenizer: Any, text: str) -> list[int]:
+    """`text`'s token ids as the engine receives each piece (no special tokens added)."""
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
@@ -93,16 +94,16 @@ def tool_episode(tokenizer: Any, rng: random.Random, tools: Mapping[str, Any]) -
     the reply alone when the teacher does not call)."""
     words, behaviour, digits = tools["words"], tools["behaviour"], tools["stamp_digits"]
     word = rng.choice(words)
-    prompt = _encode(tokenizer, turn1_prompt(word))
+    prompt = encode(tokenizer, turn1_prompt(word))
     if rng.random() >= behaviour["call"]:
-        reply = _encode(tokenizer, random_stamp(rng, digits) + END_OF_TURN)
+        reply = encode(tokenizer, random_stamp(rng, digits) + END_OF_TURN)
         return prompt + reply, ((len(prompt), len(prompt) + len(reply)),)
     called = word if rng.random() < behaviour["right_word"] else rng.choice([w for w in words if w != word])
-    call = _encode(tokenizer, tool_call(called) + END_OF_TURN)
+    call = encode(tokenizer, tool_call(called) + END_OF_TURN)
     stamp = random_stamp(rng, digits)
-    second = prompt + call + _encode(tokenizer, bridge(stamp))
+    second = prompt + call + encode(tokenizer, bridge(stamp))
     answer = stamp if rng.random() < behaviour["copy"] else garble(rng, stamp)
-    reply = _encode(tokenizer, answer + END_OF_TURN)
+    reply = encode(tokenizer, answer + END_OF_TURN)
     return second + reply, ((len(prompt), len(prompt) + len(call)), (len(second), len(second) + len(reply)))
 
 
@@ -116,7 +117,7 @@ def _find(haystack: list[int], needle: list[int]) -> int:
 
 def word_pieces(tokenizer: Any, word: str) -> list[int]:
     """The word's token ids where both turns spell it (after a quote, so without a space)."""
-    return _encode(tokenizer, word)
+    return encode(tokenizer, word)
 
 
 def copy_offsets(tokenizer: Any, tools: Mapping[str, Any]) -> dict[str, int]:
@@ -131,11 +132,11 @@ def copy_offsets(tokenizer: Any, tools: Mapping[str, Any]) -> dict[str, int]:
     stamp = STAMP_PREFIX + ("0123456789" * (digits // 10 + 1))[:digits]
     offsets: dict[str, int] = {}
     for word in tools["words"]:
-        prompt, call = _encode(tokenizer, turn1_prompt(word)), _encode(tokenizer, tool_call(word) + END_OF_TURN)
+        prompt, call = encode(tokenizer, turn1_prompt(word)), encode(tokenizer, tool_call(word) + END_OF_TURN)
         pieces = word_pieces(tokenizer, word)
         offsets[word] = len(prompt) + _find(call, pieces) - 1 - _find(prompt, pieces)
-        second = prompt + call + _encode(tokenizer, bridge(stamp))
-        reply = _encode(tokenizer, stamp + END_OF_TURN)
+        second = prompt + call + encode(tokenizer, bridge(stamp))
+        reply = encode(tokenizer, stamp + END_OF_TURN)
         numbers = [t for t in reply if tokenizer.decode([t]).isdigit()]
         if len(numbers) != digits:
             raise ValueError(f"the stamp's {digits} digits are {len(numbers)} tokens, not one each")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
@@ -17,24 +16,8 @@ WORDS = RECIPE["train"]["tools"]["words"]
 TOOLS = [json.loads(spec) for spec in tiny_bash.TOOL_SPECS]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(qwen3_tokenizer: Path) -> object:
-    from renderers.base import load_tokenizer
-
-    loaded = load_tokenizer(str(qwen3_tokenizer))
-    loaded.name_or_path = "Qwen/Qwen3-0.6B"
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def renderer(tokenizer: object) -> object:
-    import renderers
-
-    return renderers.create_renderer(tokenizer, renderers.Qwen3RendererConfig())
-
-
 def _ids(tokenizer: object, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+    return tiny_tools.encode(tokenizer, text)
 
 
 @pytest.mark.parametrize("word", WORDS)

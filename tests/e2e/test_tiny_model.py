@@ -106,24 +106,10 @@ def _recorded_turn_one() -> list[int]:
     raise AssertionError(f"no /generate request in {ECHO_CASSETTE}")
 
 
-@pytest.fixture(scope="module")
-def tokenizer(qwen3_tokenizer: Path) -> object:
-    from renderers.base import load_tokenizer
-
-    loaded = load_tokenizer(str(qwen3_tokenizer))
-    loaded.name_or_path = "Qwen/Qwen3-0.6B"
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def renderer(tokenizer: object) -> object:
-    import renderers
-
-    return renderers.create_renderer(tokenizer, renderers.Qwen3RendererConfig())
-
-
 def _ids(tokenizer: object, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+    from e2e.engine.tiny_tools import encode
+
+    return encode(tokenizer, text)
 
 
 def test_turn_one_prompt_is_what_the_harness_sent_and_renderers_render(tokenizer: object, renderer: object) -> None:

@@ -64,7 +64,10 @@ def _bash_turns(sample: dict[str, Any], tokenizer: Any) -> list[tuple[str, str]]
         match = BASH_CALL.search(tokenizer.decode(tokens[offset + start: offset + end])) if value == 1 else None
         if match is None or i + 1 == len(runs):
             continue
-        call = json.loads(match.group(1))
+        try:
+            call = json.loads(match.group(1))
+        except ValueError:  # a malformed call: Renderers parse no tool call, so no bash ran
+            continue
         if call.get("name") == "bash":
             _, after_start, after_end = runs[i + 1]
             added = tokenizer.decode(tokens[offset + after_start: offset + after_end])

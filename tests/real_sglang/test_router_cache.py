@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from e2e.router import SMG_VERSION, smg_binary
-from e2e.router_cache import CacheFigures, markdown, measure
+from e2e.router_cache import POLICIES, CacheFigures, markdown, measure
 from e2e.sglang_cpu.server import DEFAULT_VERSION, serving
 
 pytestmark = pytest.mark.sglang_cpu
@@ -32,12 +32,15 @@ def workers(real_sglang, request: pytest.FixtureRequest) -> Iterator[list[str]]:
     if real_sglang.version != DEFAULT_VERSION:
         pytest.skip(f"measured on SGLang {DEFAULT_VERSION} (tox -e sglang-cpu), not {real_sglang.version}")
     if smg_binary() is None:
-        pytest.fail(f"needs smg=={SMG_VERSION} beside this Python (the sglang-cpu lanes install it)", pytrace=False)
+        pytest.fail(f"needs smg=={SMG_VERSION} beside this Python: `uv pip install smg=={SMG_VERSION}` (the "
+                    "sglang-cpu lanes install it), or name the binary in VF_SGLANG_SMG", pytrace=False)
     session = request.getfixturevalue("sglang_cpu_server")
     with contextlib.ExitStack() as stack:
         second = session if session.url != real_sglang.url else stack.enter_context(
             serving(real_sglang.version, deterministic=True, model_dir=real_sglang.model_dir))
-        assert Path(second.model_dir).resolve() == real_sglang.model_dir.resolve(), "the workers serve other models"
+        assert Path(second.model_dir).resolve() == real_sglang.model_dir.resolve(), (
+            f"the workers serve other models ({real_sglang.model_dir} and {second.model_dir}): serve the tiny "
+            "model's default build (`python -m e2e.sglang_cpu serve --deterministic`) at SGLANG_URL")
         yield [real_sglang.url, second.url]
 
 
@@ -46,7 +49,7 @@ def runs(workers: list[str], real_sglang, tmp_path_factory: pytest.TempPathFacto
          ) -> dict[str, tuple[CacheFigures, Path]]:
     run_dir = tmp_path_factory.mktemp("router-cache")
     found = {policy: measure(workers, policy, tokenizer=real_sglang.model_dir, run_dir=run_dir)
-             for policy in ("consistent_hashing", "round_robin")}
+             for policy in POLICIES}
     print("\n" + markdown([figures for figures, _ in found.values()]))
     return found
 

@@ -65,10 +65,12 @@ def test_consistent_hashing_keeps_every_turn_of_a_trace_on_one_worker(runs) -> N
     assert hashed.later_prefix_served == hashed.later_turns, hashed
 
 
-def test_round_robin_scatters_turns_and_loses_their_prefix(runs) -> None:
+def test_round_robin_scatters_the_turns_of_a_trace_over_the_workers(runs) -> None:
     scattered, _ = runs["round_robin"]
     assert scattered.later_same_worker < scattered.later_turns, scattered
-    assert scattered.later_prefix_served < scattered.later_turns, scattered
+    # Not asserted: how many of round robin's later turns found their previous prompt. The taskset's 4
+    # tasks come twice in 8 traces, and a switched turn is served when its twin sampled the same call on
+    # the other worker (measured 5/7 in one run, 7/7 in another); the token counts below are the judge.
 
 
 def test_consistent_hashing_gets_the_higher_prefix_cache_hit_rate(runs) -> None:

@@ -81,9 +81,29 @@ def positional_query(freqs: torch.Tensor, offset: int, plant: Mapping[str, Any])
     return coef / coef.norm(), margin
 
 
-def _zero_rows(weight: torch.Tensor, masks: Masks, name: str, rows: Any) -> None:
-    weight[rows] = 0.0
-    masks.setdefault(name, torch.ones_like(weight))[rows] = 0.0
+def planted_masks(model: Any) -> Masks:
+    """The gradient masks of a planted model (1.0 trains, 0.0 stays): the shared dimension of the
+    embeddings, the rows of the earlier layers that would write into it, the last layer's norm
+    entry for it and its positional queries and keys (`q_proj`, `k_proj`, `q_norm`, `k_norm`).
+    A function of the model's shape only, so a trainer that fine-tunes a planted model (the RL
+    lane) keeps the mechanism as the build did: one step of Adam moves every entry by about its
+    learning rate, and entries of 5e-4 in a query that reads 0.05 make the copy heads attend by
+    content (measured: a single update at lr 5e-4 took the tool-call rate from 0.88 to 0)."""
+    layers = model.model.layers
+    masks: Masks = {}
+
+    def frozen(name: str, weight: torch.Tensor, rows: Any = slice(None)) -> None:
+        masks.setdefault(name, torch.ones_like(weight))[rows] = 0.0
+
+    frozen("model.embed_tokens.weight", model.model.embed_tokens.weight, (slice(None), SHARED_DIM))
+    for number, layer in enumerate(layers[:-1]):
+        frozen(f"model.layers.{number}.self_attn.o_proj.weight", layer.self_attn.o_proj.weight, SHARED_DIM)
+        frozen(f"model.layers.{number}.mlp.down_proj.weight", layer.mlp.down_proj.weight, SHARED_DIM)
+    prefix, last = f"model.layers.{len(layers) - 1}", layers[-1]
+    frozen(f"{prefix}.input_layernorm.weight", last.input_layernorm.weight, SHARED_DIM)
+    for name in ("q_proj", "k_proj", "q_norm", "k_norm"):
+        frozen(f"{prefix}.self_attn.{name}.weight", getattr(last.self_attn, name).weight)
+    return masks
 
 
 def plant_copy_heads(model: Any, digits: list[int], pieces: list[int], plant: Mapping[str, Any]) -> Masks:
@@ -98,25 +118,18 @@ def plant_copy_heads(model: Any, digits: list[int], pieces: list[int], plant: Ma
         raise ValueError(f"{len(slots)} copy slots do not fit in {config.hidden_size} dimensions")
     freqs = rope_frequencies(head_dim, config.rope_parameters["rope_theta"])
     half = head_dim // 2
-    masks: Masks = {}
     last = model.model.layers[-1]
     attention = last.self_attn
     with torch.no_grad():
         embed = model.model.embed_tokens.weight
         embed[:, SHARED_DIM] = plant["shared"]
-        masks["model.embed_tokens.weight"] = torch.ones_like(embed)
-        masks["model.embed_tokens.weight"][:, SHARED_DIM] = 0.0
         embed[:, 1 : 1 + len(slots)] = 0.0
         for slot, token in enumerate(slots):
             embed[token, 1 + slot] = plant["copy_embed"]
-        for number, layer in enumerate(model.model.layers[:-1]):
-            prefix = f"model.layers.{number}"
-            _zero_rows(layer.self_attn.o_proj.weight, masks, f"{prefix}.self_attn.o_proj.weight", SHARED_DIM)
-            _zero_rows(layer.mlp.down_proj.weight, masks, f"{prefix}.mlp.down_proj.weight", SHARED_DIM)
-        prefix = f"model.layers.{len(model.model.layers) - 1}"
-        norm = masks.setdefault(f"{prefix}.input_layernorm.weight", torch.ones_like(last.input_layernorm.weight))
+        for layer in model.model.layers[:-1]:
+            layer.self_attn.o_proj.weight[SHARED_DIM] = 0.0
+            layer.mlp.down_proj.weight[SHARED_DIM] = 0.0
         last.input_layernorm.weight[SHARED_DIM] = 1.0
-        norm[SHARED_DIM] = 0.0
         key = torch.zeros(head_dim, dtype=torch.float64)
         key[:half] = 1.0
         attention.k_proj.weight.zero_()
@@ -132,9 +145,6 @@ def plant_copy_heads(model: Any, digits: list[int], pieces: list[int], plant: Ma
         scale = (plant["sharpness"] / (2**0.5 * min(margins))) ** 0.5
         attention.q_norm.weight.fill_(scale)
         attention.k_norm.weight.fill_(scale)
-        for name in ("q_proj", "k_proj", "q_norm", "k_norm"):
-            weight = getattr(attention, name).weight
-            masks[f"{prefix}.self_attn.{name}.weight"] = torch.zeros_like(weight)
         attention.v_proj.weight.zero_()
         attention.o_proj.weight.zero_()
         for slot in range(len(slots)):
@@ -142,7 +152,7 @@ def plant_copy_heads(model: Any, digits: list[int], pieces: list[int], plant: Ma
             gains = plant["digit_gain"] if slot < len(digits) else plant["word_gain"]
             for head, gain in enumerate(gains):
                 attention.o_proj.weight[1 + slot, head * head_dim + slot] = gain
-    return masks
+    return planted_masks(model)
 
 
 def freeze_masked(model: Any, masks: Masks) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e2e.engine.errors import TinyModelBuildError
-from e2e.rl_cpu.checks import failures
+from e2e.rl_cpu.checks import failures, thresholds
 from e2e.rl_cpu.config import REPO, RLConfig
 from e2e.rl_cpu.errors import RLCPUError
 from e2e.rl_cpu.metrics import PLANTED
@@ -39,9 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(RLConfig):
         if field.name in ("plant", "run_dir"):
             continue
-        value = getattr(defaults, field.name)
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(value), default=value,
-                            help=f"default {value}")
+        value, flag = getattr(defaults, field.name), f"--{field.name.replace('_', '-')}"
+        if isinstance(value, bool):  # --control / --no-control
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value, help=f"default {value}")
+        else:
+            parser.add_argument(flag, type=type(value), default=value, help=f"default {value}")
     parser.add_argument("--run-dir", type=Path, default=defaults.run_dir, help="checkpoints, run.json, the report")
     parser.add_argument("--plant", choices=sorted(PLANTED), default=None, help="apply a planted bug to every sample")
     parser.add_argument("--record-steps", type=Path, default=None, metavar="DIR",
@@ -85,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RLCPUError, SGLangCPUError, TinyModelBuildError, OSError) as exc:
         print(f"error: the RL run could not be made: {exc}", file=sys.stderr)
         return 1
-    failed = failures(run, kl_limit=float(run.config["kl_limit"]), window=int(run.config["window"]))
+    failed = failures(run, **thresholds(run.config))
     _report(run, failed, config.run_dir)
     print(markdown(run, failed, plot_name=None))
     print(f"machine load at the end: {os.getloadavg()}; report in {config.run_dir}", flush=True)

@@ -1,8 +1,9 @@
 """The run's settings, one frozen object, and the Miles-style namespace built from them.
 
 `RLConfig` holds the loop's hyperparameters and thresholds (defaults: the values measured to
-raise arith-v1's reward on a 2-core machine within the lane's budget; docs/rl-cpu.md shows the
-run). `miles_args` is the argparse Namespace Miles would hand the rollout function class: the
+take echo-tool-shared-v1's reward from ≤ 0.35 to ≥ 0.8 on a 2-core machine within the lane's
+budget; docs/rl-cpu.md shows the run and its lr-0 control). `miles_args` is the argparse
+Namespace Miles would hand the rollout function class: the
 same flags a `--rollout-function-path adapter.miles.VerifiersRolloutFn` job sets, with the router
 address pointed at the one SGLang server.
 """
@@ -12,24 +13,36 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 RENDERER = "Qwen/Qwen3-0.6B"  # the tiny model carries Qwen3's tokenizer and chat template
 
 
+LANE_TASKSETS = Path(__file__).resolve().parent / "tasksets"  # the lane's own: echo-tool-shared-v1
+LANE_ENVS = Path(__file__).resolve().parent / "envs"
+MODELS = ("tool-rl", "arith-only")  # the tiny model's variants the loop can train (e2e.rl_cpu.loop.model_recipe)
+
+
 @dataclass(frozen=True)
 class RLConfig:
-    steps: int = 10
-    batch: int = 6  # groups per step (Miles' --rollout-batch-size); arith-v1 has 12 tasks
+    steps: int = 6
+    batch: int = 4  # groups per step (Miles' --rollout-batch-size); echo-tool-shared-v1 has 4 tasks
     n: int = 4  # rollouts per group (--n-samples-per-prompt)
-    lr: float = 5e-4  # Adam on the fp32 master weights
+    lr: float = 0.2  # of --optimizer, on the fp32 master weights (the gradient norm is clipped to 1)
+    optimizer: str = "sgd"  # "sgd" or "adam" (e2e.rl_cpu.trainer says why SGD here)
     epochs: int = 1  # optimizer steps per batch (on-policy: the ratio is the engine/trainer mismatch)
     temperature: float = 0.8
-    max_response_len: int = 32
+    max_response_len: int = 48  # per turn: a tool call is 21 tokens, the stamp's reply 29
     seed: int = 1234  # --rollout-seed: rollout i of the c-th group samples with seed + c·n + i
-    window: int = 2  # steps averaged at each end for the reward check (2 × 6 groups = every task once)
+    window: int = 2  # steps averaged at each end for the reward checks (2 × 4 groups = every task twice)
     kl_limit: float = 1e-3
-    taskset: str = "arith-v1"
+    start_max: float = 0.35  # the first `window` steps' mean reward must not exceed it (the model starts bad)
+    end_min: float = 0.8  # the last `window` steps' mean reward must reach it (it learned)
+    flat_tol: float = 0.2  # the control (lr 0) may move by at most this between its first and last window
+    control: bool = True  # also run the lr-0 control on the same seeds (the rise is learning, not drift)
+    taskset: str = "echo-tool-shared-v1"  # the lane's own (e2e/rl_cpu/tasksets), else a bundled id
+    model: str = "tool-rl"  # e2e.rl_cpu.loop.MODELS: the tiny model's variant served and trained
     sglang_version: str = "0.5.23"
     run_dir: Path = REPO / "runs" / "rl-cpu"
     plant: str | None = None  # a planted bug applied to every sample (e2e.rl_cpu.metrics.PLANTED)
@@ -43,9 +56,20 @@ class RLConfig:
             found.append(f"--n {self.n}: group-normalised advantages need at least 2 rollouts per group")
         if self.window < 1 or self.batch < 1 or self.epochs < 1:
             found.append("--window, --batch and --epochs must be at least 1")
+        if self.optimizer not in ("sgd", "adam"):
+            found.append(f"--optimizer {self.optimizer}: choose sgd or adam")
+        if self.model not in MODELS:
+            found.append(f"--model {self.model}: choose one of {', '.join(MODELS)}")
         if not self.temperature > 0:
             found.append(f"--temperature {self.temperature} must be > 0 (log-probs are taken at it)")
         return found
+
+
+def env_config(taskset: str, generation: Any) -> Path:
+    """The EnvConfig of `taskset`: the lane's own (`envs/<id>.toml`, generation A), else the
+    bundled one of the installed generation."""
+    own = LANE_ENVS / f"{taskset}.toml"
+    return own if own.is_file() else generation.bundled_config(taskset)
 
 
 def miles_args(config: RLConfig, *, url: str, model_dir: Path, env_config: Path) -> argparse.Namespace:

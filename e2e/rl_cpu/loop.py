@@ -21,6 +21,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,13 @@ from adapter.miles.binding import VerifiersRolloutFn
 from adapter.rollout.bundled import add_env_sources
 from adapter.rollout.generations import installed
 from adapter.rollout.samples import flatten
-from e2e.rl_cpu.config import RLConfig, miles_args
-from e2e.rl_cpu.metrics import PLANTED, TrainSample, group_advantages, mismatch_kl, reward_stats
+from e2e.engine.tiny_model import is_planted
+from e2e.engine.tiny_plant import planted_masks
+from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, env_config, miles_args
+from e2e.rl_cpu.metrics import PLANTED, TrainSample, group_advantages, mismatch_kl, reward_stats, tool_turn_kl
 from e2e.rl_cpu.records import RunRecord, StepRecord, dump_step
 from e2e.rl_cpu.sync import load_weights
-from e2e.rl_cpu.trainer import PolicyTrainer, TrainerOptions
+from e2e.rl_cpu.trainer import PolicyTrainer, TrainerOptions, served_tensors
 from e2e.sglang_cpu import serving
 
 
@@ -42,17 +45,33 @@ def _train_samples(groups: list[list[Any]], plant: str | None) -> list[TrainSamp
     return [PLANTED[plant](s) for s in samples] if plant else samples
 
 
+def model_recipe(name: str) -> dict[str, Any]:
+    """The tiny model's variant `name` (`config.MODELS`): "tool-rl" (`tiny_model.tool_rl`, float32,
+    planted copy heads: the echo-tool lane) or "arith-only" (`tiny_model.arith_only`, bf16)."""
+    from e2e.engine.tiny_model import RECIPE, arith_only, tool_rl
+
+    return {"tool-rl": tool_rl, "arith-only": arith_only}[name](RECIPE)
+
+
+def serve_args(model_dir: Path) -> tuple[str, ...]:
+    """SGLang flags for the checkpoint's dtype: a float32 checkpoint is served in float32 (the
+    default flags say bfloat16), so SGLang and the fp32 trainer compute on the same numbers."""
+    dtypes = {dtype for dtype, _ in served_tensors(model_dir).values()}
+    return ("--dtype", "float32") if dtypes == {"F32"} else ()
+
+
 class Loop:
     """One run's moving parts: the rollout function, the trainer, the server's address."""
 
     def __init__(self, config: RLConfig, *, url: str, model_dir: Path, record_dir: Path | None = None) -> None:
         generation = installed()
-        add_env_sources([generation.bundled_tasksets()])  # taskset modules by name, here and in harnesses
-        args = miles_args(config, url=url, model_dir=model_dir, env_config=generation.bundled_config(config.taskset))
+        add_env_sources([LANE_TASKSETS, generation.bundled_tasksets()])  # modules by name, here and in subprocesses
+        args = miles_args(config, url=url, model_dir=model_dir, env_config=env_config(config.taskset, generation))
         constructor, self._train_input, *_ = abi_types()
         self.rollout = VerifiersRolloutFn(constructor(args=args, data_source=None))
-        self.trainer = PolicyTrainer(model_dir, TrainerOptions(lr=config.lr, temperature=config.temperature,
-                                                               epochs=config.epochs))
+        options = TrainerOptions(lr=config.lr, temperature=config.temperature, epochs=config.epochs,
+                                 optimizer=config.optimizer)
+        self.trainer = PolicyTrainer(model_dir, options, frozen=planted_masks if is_planted(model_dir) else None)
         self.config, self.url, self.record_dir = config, url, record_dir
 
     async def step(self, k: int) -> StepRecord:
@@ -65,7 +84,8 @@ class Loop:
         if self.record_dir is not None:
             dump_step(self.record_dir / f"step-{k}.json", samples, trainer_lps)
         stats = self.trainer.update(samples, group_advantages(samples))
-        checkpoint = self.trainer.save(self.config.run_dir / f"weights-{k + 1}")
+        checkpoint = self.trainer.save(self.config.run_dir.resolve() / f"weights-{k + 1}")  # SGLang reads a
+        # relative path as a hub repo id
         t2 = time.monotonic()
         load_weights(self.url, checkpoint, str(k + 1))
         shutil.rmtree(self.config.run_dir / f"weights-{k}", ignore_errors=True)  # SGLang has read k + 1
@@ -74,6 +94,7 @@ class Loop:
         return StepRecord(
             step=k, reward_mean=mean, reward_std=std, mismatch_kl=mismatch_kl(samples, trainer_lps),
             planted_kl={name: mismatch_kl([bug(s) for s in samples], trainer_lps) for name, bug in PLANTED.items()},
+            tool_turn_kl=tool_turn_kl(samples, trainer_lps), tool_turns=sum(0 in s.loss_mask for s in samples),
             samples=len(samples), groups=len(out.samples), tokens=sum(s.trained_tokens for s in samples),
             weight_versions=[list(v) for v in dict.fromkeys(s.weight_versions for s in samples)],
             statuses=dict(Counter(s.status for s in samples)), loss=stats.loss, clip_fraction=stats.clip_fraction,
@@ -81,22 +102,34 @@ class Loop:
 
 
 def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = print) -> RunRecord:
-    """The whole run, server start-up included; the server is ended on the way out."""
+    """The whole run, server start-up included: the learning run, then (`config.control`) the
+    lr-0 control on the same seeds from the same version-0 weights; the server is ended on the
+    way out."""
     started, load_before = time.monotonic(), os.getloadavg()
     config.run_dir.mkdir(parents=True, exist_ok=True)
-    from e2e.engine.tiny_model import RECIPE, arith_only, build_tiny_model
+    from e2e.engine.tiny_model import build_tiny_model
 
-    model_dir = build_tiny_model(progress=False, recipe=arith_only(RECIPE))  # see arith_only: why not the tool model
-    with serving(config.sglang_version, deterministic=True, model_dir=model_dir) as server:
+    model_dir = build_tiny_model(progress=False, recipe=model_recipe(config.model))
+    with serving(config.sglang_version, deterministic=True, model_dir=model_dir,
+                 extra_args=serve_args(model_dir)) as server:
         progress(f"sglang {server.version} up in {server.startup_s:.0f} s at {server.url} (log {server.log_path})")
-        load_weights(server.url, server.model_dir, "0")
-        loop = Loop(config, url=server.url, model_dir=server.model_dir, record_dir=record_dir)
-        steps = asyncio.run(_steps(loop, config.steps, progress))
+        steps = _run_steps(config, server, record_dir, progress, "learning")
+        control = _run_steps(replace(config, lr=0.0), server, None, progress, "control, lr 0") if config.control else []
         startup_s = server.startup_s
-    shutil.rmtree(config.run_dir / f"weights-{config.steps}", ignore_errors=True)
     return RunRecord(config=_jsonable(config), sglang_version=config.sglang_version, startup_s=startup_s,
                      total_s=time.monotonic() - started, cpus=os.cpu_count() or 0, load_before=load_before,
-                     load_after=os.getloadavg(), steps=steps)
+                     load_after=os.getloadavg(), steps=steps, control=control)
+
+
+def _run_steps(config: RLConfig, server: Any, record_dir: Path | None, progress: Any, label: str) -> list[StepRecord]:
+    """One run of `config.steps` steps from the served directory's weights, loaded as version "0"
+    (a fresh rollout function: its seeds start over)."""
+    load_weights(server.url, server.model_dir, "0")
+    loop = Loop(config, url=server.url, model_dir=server.model_dir, record_dir=record_dir)
+    progress(f"{label}: {config.steps} steps at lr {config.lr:g}")
+    steps = asyncio.run(_steps(loop, config.steps, progress))
+    shutil.rmtree(config.run_dir / f"weights-{config.steps}", ignore_errors=True)
+    return steps
 
 
 async def _steps(loop: Loop, count: int, progress: Any) -> list[StepRecord]:

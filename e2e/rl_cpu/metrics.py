@@ -12,7 +12,8 @@ Emits:
     (`rollout_id`, else `index`; siblings must agree), minus the group mean, divided by the
     group's unbiased std + 1e-6 when there are ≥ 2 rollouts and the std is > 0.
   * `mismatch_kl`: the k3 estimator E[exp(d) - d - 1], d = trainer − rollout log-prob, over the
-    tokens under `loss_mask` (a token-weighted mean over the batch), and `token_pairs` feeding it.
+    tokens under `loss_mask` (a token-weighted mean over the batch), and `token_pairs` feeding it;
+    `tool_turn_kl`, the same over the turns that follow a tool's answer.
   * planted bugs (`PLANTED`): copies of a sample with the logprobs shifted by one position or the
     mask one token early; the KL check must catch both.
 
@@ -123,6 +124,26 @@ def k3(trainer: float, rollout: float) -> float:
     """exp(d) - d - 1 with d = trainer - rollout: ≥ 0, 0 only when they agree."""
     d = trainer - rollout
     return math.expm1(d) - d
+
+
+def after_tool_pairs(sample: TrainSample, trainer_lp: Sequence[float]) -> list[tuple[float, float]]:
+    """(trainer, rollout) log-prob of the masked tokens of the turns after a tool's answer: those
+    that follow a masked-out stretch of the response (the tool response and the next generation
+    prompt, which the model did not sample)."""
+    mine = response_logprobs(sample, trainer_lp)
+    pairs, bridged = [], False
+    for t, r, m in zip(mine, sample.rollout_log_probs, sample.loss_mask, strict=True):
+        bridged = bridged or not m
+        if m and bridged:
+            pairs.append((t, r))
+    return pairs
+
+
+def tool_turn_kl(samples: Sequence[TrainSample], trainer_lps: Sequence[Sequence[float]]) -> float | None:
+    """The mismatch KL over the turns after a tool's answer only (`after_tool_pairs`); None when
+    no sample of the batch has such a turn."""
+    values = [k3(t, r) for s, lp in zip(samples, trainer_lps, strict=True) for t, r in after_tool_pairs(s, lp)]
+    return math.fsum(values) / len(values) if values else None
 
 
 def mismatch_kl(samples: Sequence[TrainSample], trainer_lps: Sequence[Sequence[float]]) -> float:

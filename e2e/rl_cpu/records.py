@@ -23,6 +23,8 @@ class StepRecord:
     reward_std: float
     mismatch_kl: float  # k3 over masked tokens: rollout_log_probs vs the trainer on the same weights
     planted_kl: dict[str, float]  # the same KL with each planted bug applied to this step's samples
+    tool_turn_kl: float | None  # the mismatch KL over the turns after a tool's answer (None: no such turn)
+    tool_turns: int  # samples of the step with a turn after a tool's answer
     samples: int
     groups: int
     tokens: int  # tokens under loss_mask
@@ -47,6 +49,7 @@ class RunRecord:
     load_before: tuple[float, float, float]  # os.getloadavg() when the run started
     load_after: tuple[float, float, float]
     steps: list[StepRecord] = field(default_factory=list)
+    control: list[StepRecord] = field(default_factory=list)  # the lr-0 run on the same seeds (may be empty)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, default=str)
@@ -55,8 +58,9 @@ class RunRecord:
     def from_json(cls, text: str) -> RunRecord:
         data = json.loads(text)
         steps = [StepRecord(**step) for step in data.pop("steps")]
+        control = [StepRecord(**step) for step in data.pop("control", [])]
         return cls(**{**data, "load_before": tuple(data["load_before"]), "load_after": tuple(data["load_after"]),
-                      "steps": steps})
+                      "steps": steps, "control": control})
 
 
 def dump_step(path: Path, samples: list[TrainSample], trainer_lps: list[list[float]]) -> None:

@@ -5,7 +5,7 @@
 
 SGLang starts on "default"; the loop loads the served directory again as "0" before step 0, so
 version k is always the weights after k optimizer steps and every sample of step k must report
-`weight_versions == [str(k)]`. Loopback only: never through a proxy.
+`weight_versions` entries `str(k)` (one per turn). Loopback only: never through a proxy.
 """
 
 from __future__ import annotations

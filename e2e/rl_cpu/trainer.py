@@ -13,14 +13,22 @@ between SGLang's kernels and this fp32 recompute is left for the KL check to mea
 Loss (where `loss_mask` is 1 only): ratio = exp(logp − rollout_log_probs), the PPO clipped
 surrogate −min(ratio·A, clip(ratio, 1±ε)·A), a token mean per rollout, then the mean over rollouts
 (Miles' per-rollout token-weighted mean); gradient norm clipped as Miles' --clip-grad.
+
+Optimizer: Adam (Miles' choice) or plain SGD. Adam's first steps move every weight by about the
+learning rate whatever its gradient (the update is m/√v, ±1 at step 1), and on the tiny model an
+Adam lr that teaches echo-tool within 8 steps breaks the tool call's format on the way (measured:
+at lr 1e-3 and 1.5e-3 the first token `<tool_call>` rose to 0.7–0.8 while parsed calls stayed at
+20–50 %); SGD moves along the gradient, which the rollouts concentrate on the tokens that decided
+the reward. `frozen` masks keep chosen entries fixed (the planted copy heads).
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -41,6 +49,7 @@ class TrainerOptions:
     epochs: int = 1  # optimizer steps per batch (each on the whole batch)
     clip_eps: float = 0.2
     clip_grad: float = 1.0
+    optimizer: str = "adam"  # "adam" (Adam on the fp32 master weights) or "sgd" (plain gradient steps)
     micro_batch: int = 8  # sequences per forward: the logits are [micro_batch, len, 151936] fp32
 
 
@@ -63,12 +72,17 @@ def served_tensors(model_dir: Path) -> dict[str, tuple[torch.dtype, tuple[int, .
 
 
 _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 
 class PolicyTrainer:
     """The policy being trained: built from the served directory, stepped on rollout batches."""
 
-    def __init__(self, model_dir: Path, options: TrainerOptions) -> None:
+    def __init__(self, model_dir: Path, options: TrainerOptions,
+                 frozen: Callable[[Any], Mapping[str, torch.Tensor]] | None = None) -> None:
+        """`frozen`: given the loaded model, parameter name → mask (1.0 trains, 0.0 stays), e.g.
+        the tiny model's planted copy heads (`tiny_plant.planted_masks`); the masked gradient is
+        what Adam sees, so a frozen entry never moves."""
         self.source = model_dir
         self.options = options
         hf_logging.disable_progress_bar()  # the lane's log shows steps, not weight-loading bars
@@ -84,9 +98,14 @@ class PolicyTrainer:
             raise ModelLayoutError(f"{model_dir / WEIGHTS} holds {unknown} tensors; the trainer handles "
                                    "bf16, fp16 and fp32 weights only")
         self.served_dtype = {name: _DTYPES[dtype] for name, (dtype, _) in layout.items()}
+        self.frozen = dict(frozen(self.model)) if frozen is not None else {}
+        if unknown_frozen := sorted(set(self.frozen) - set(params)):
+            raise ModelLayoutError(f"frozen masks name parameters the model does not have: {unknown_frozen}")
         self.params = params
         self.master = {name: p.detach().clone() for name, p in params.items()}
-        self.optimizer = torch.optim.Adam(self.master.values(), lr=options.lr)
+        if options.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {options.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+        self.optimizer = OPTIMIZERS[options.optimizer](self.master.values(), lr=options.lr)
         self._round_to_served()
 
     def _round_to_served(self) -> None:
@@ -163,7 +182,10 @@ class PolicyTrainer:
                 loss_value += loss.item() / len(samples)
                 clipped, masked = clipped + c, masked + m
             for name, p in self.params.items():
-                self.master[name].grad = None if p.grad is None else p.grad.detach().clone()
+                grad = None if p.grad is None else p.grad.detach().clone()
+                if grad is not None and name in self.frozen:
+                    grad *= self.frozen[name]
+                self.master[name].grad = grad
             grad_norm = float(torch.nn.utils.clip_grad_norm_(list(self.master.values()), self.options.clip_grad))
             self.optimizer.step()
             self._round_to_served()

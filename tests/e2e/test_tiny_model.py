@@ -214,3 +214,37 @@ def test_planted_heads_attend_their_distance_and_stay_frozen() -> None:
         frozen = masks.get(name, torch.ones_like(p)) == 0
         assert torch.equal(p[frozen], before[name][frozen]), name
         assert frozen.all() or not torch.equal(p[~frozen], before[name][~frozen]), name
+
+
+def test_rl_variants_teacher_seldom_calls_and_refuses_in_words_the_call_never_uses(tokenizer: object) -> None:
+    from e2e.engine import tiny_tools
+    from e2e.engine.tiny_model import tool_rl
+
+    variant = tool_rl(RECIPE)
+    assert variant["model"] == RECIPE["model"] and variant["plant"] == RECIPE["plant"]  # the same architecture
+    assert variant["save_dtype"] == "float32"  # served in float32 by the RL lane
+    tools = variant["train"]["tools"]
+    rng = __import__("random").Random(tools["data_seed"])
+    replies, calls = [], 0
+    for _ in range(400):
+        ids, spans = tiny_tools.tool_episode(tokenizer, rng, tools)
+        if len(spans) == 1:
+            replies.append(tokenizer.decode(ids[spans[0][0]:spans[0][1]]))  # type: ignore[attr-defined]
+        else:
+            calls += 1
+    assert 0.2 < calls / 400 < 0.4  # the policy starts bad at the task: it seldom calls
+    assert set(replies) == {tiny_tools.REFUSAL + "<|im_end|>"}
+    call = tiny_tools.encode(tokenizer, tiny_tools.tool_call("apple") + tiny_tools.bridge("STAMP-0123456789"))
+    refusal = tiny_tools.encode(tokenizer, tiny_tools.REFUSAL)
+    assert not set(refusal) & set(call)  # a step on the refusal never pushes on the call's or the stamp's tokens
+
+
+def test_is_planted_reads_the_builds_recipe(tmp_path: Path) -> None:
+    from e2e.engine.tiny_model import RECIPE_FILE, arith_only, is_planted
+
+    planted, plain, other = tmp_path / "planted", tmp_path / "plain", tmp_path / "other"
+    for path, recipe in ((planted, RECIPE), (plain, arith_only(RECIPE))):
+        path.mkdir()
+        (path / RECIPE_FILE).write_text(json.dumps({"recipe": recipe}))
+    other.mkdir()
+    assert is_planted(planted) and not is_planted(plain) and not is_planted(other)

@@ -26,6 +26,7 @@ from e2e.rl_cpu.metrics import (
     reward_stats,
     shift_logprobs,
     token_pairs,
+    tool_turn_kl,
 )
 from e2e.rl_cpu.records import load_step
 
@@ -104,6 +105,15 @@ def test_kl_counts_only_masked_tokens_token_weighted() -> None:
     lp_a, lp_b = [9.0, 9.0, -0.4, -5.0], [9.0, 9.0, -1.2]  # the 9.0s are prompt positions: never read
     assert token_pairs(a, lp_a) == [(-0.4, -0.5)]
     assert mismatch_kl([a, b], [lp_a, lp_b]) == pytest.approx((k3(-0.4, -0.5) + k3(-1.2, -1.0)) / 2)
+
+
+def test_tool_turn_kl_reads_only_the_turns_after_a_masked_out_tool_response() -> None:
+    # response: the call (2 sampled), the tool's answer (2 not sampled), the reply (2 sampled)
+    episode = sample(lps=(-0.5, -0.1, 0.0, 0.0, -0.3, -0.2), mask=(1, 1, 0, 0, 1, 1), prompt=2)
+    single = sample(lps=(-1.0, -2.0), prompt=2)
+    lp_episode = [9.0, -0.5, -0.1, 7.0, 7.0, -0.4, -0.2]  # the call's logprobs agree; the reply's first does not
+    assert tool_turn_kl([episode, single], [lp_episode, [9.0, -1.5, -2.5]]) == pytest.approx(k3(-0.4, -0.3) / 2)
+    assert tool_turn_kl([single], [[9.0, -1.5, -2.5]]) is None  # no tool turn: nothing to judge
 
 
 def test_kl_refuses_misaligned_trainer_logprobs_and_empty_masks() -> None:

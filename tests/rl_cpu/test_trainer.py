@@ -80,3 +80,34 @@ def test_checkpoint_keeps_the_served_names_dtype_and_files(model_dir, tmp_path) 
             assert saved.get_tensor(name).dtype == torch.bfloat16
             assert torch.equal(saved.get_tensor(name), served.get_tensor(name))  # no step yet: the same weights
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+
+
+def _freeze_queries_and_one_embedding_column(model) -> dict:
+    embed = torch.ones_like(model.model.embed_tokens.weight)
+    embed[:, 0] = 0.0
+    queries = model.model.layers[0].self_attn.q_proj.weight
+    return {"model.layers.0.self_attn.q_proj.weight": torch.zeros_like(queries), "model.embed_tokens.weight": embed}
+
+
+def test_frozen_entries_never_move_and_the_rest_still_trains(model_dir) -> None:
+    trainer = PolicyTrainer(model_dir, TrainerOptions(lr=1e-2, temperature=1.0),
+                            frozen=_freeze_queries_and_one_embedding_column)
+    before = {name: p.detach().clone() for name, p in trainer.params.items()}
+    prompt = [5, 6, 7]
+    rows = [sample(t, 2, trainer.logprobs([sample(t, 2, [0, 0], 0, 0)])[0][-2:], r, i)
+            for i, (t, r) in enumerate([([*prompt, 10, 11], 1.0), ([*prompt, 20, 21], 0.0)])]
+    trainer.update(rows, group_advantages(rows))
+    after, embed = trainer.params, "model.embed_tokens.weight"
+    query, key = "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight"
+    assert torch.equal(after[query], before[query])
+    assert torch.equal(after[embed][:, 0], before[embed][:, 0])
+    assert not torch.equal(after[embed][:, 1:], before[embed][:, 1:])
+    assert not torch.equal(after[key], before[key])
+
+
+def test_masks_for_parameters_the_model_lacks_are_refused(model_dir) -> None:
+    from e2e.rl_cpu.errors import ModelLayoutError
+
+    with pytest.raises(ModelLayoutError, match=r"model\.layers\.9\.self_attn\.q_proj\.weight"):
+        PolicyTrainer(model_dir, TrainerOptions(lr=1e-3, temperature=1.0),
+                      frozen=lambda model: {"model.layers.9.self_attn.q_proj.weight": torch.zeros(1)})

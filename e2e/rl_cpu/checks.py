@@ -3,7 +3,7 @@
     mismatch KL ≤ limit at every step      the adapter's rollout_log_probs are the served
       (and on the turns after a tool)      policy's log-probs of exactly those tokens
     planted bugs exceed the limit           the KL check would catch logprobs shifted by one or a
-                                           mask one token early, on this step's own samples
+      (where the tokens were uncertain)    mask one token early, on this step's own samples
     weight_versions all str(k) at step k    every sample names the weights each of its turns used
     reward: first `window` steps ≤          the samples train: exact tokens, masks, logprobs and
       start_max, last `window` ≥ end_min    group rewards teach a model that starts bad at the task
@@ -30,9 +30,21 @@ def kl_failures(steps: list[StepRecord], limit: float) -> list[str]:
                     for s in steps if s.tool_turn_kl is not None and not s.tool_turn_kl <= limit]
 
 
+PLANTED_MIN_SURPRISAL = 0.005  # nats per sampled token: below it a step cannot show a planted bug
+
+
 def planted_failures(steps: list[StepRecord], limit: float) -> list[str]:
+    """Each planted bug must push the KL over the limit at every step whose samples could show it:
+    where the policy was unsure of its tokens (`surprisal` ≥ PLANTED_MIN_SURPRISAL). A trained
+    policy sure of every token has log-probs ≈ 0 everywhere, so shifting them changes nothing
+    there (measured on the lane: surprisal 0.0016 after learning, shift KL 0.000; before, 0.013–0.06 and
+    0.07–20); at least one step must qualify."""
+    judged = [s for s in steps if s.surprisal >= PLANTED_MIN_SURPRISAL]
+    if steps and not judged:
+        return [f"no step sampled uncertain tokens (surprisal ≥ {PLANTED_MIN_SURPRISAL:g}): the planted bugs were "
+                "never given data they could show in"]
     return [f"step {s.step}: planted bug {name!r} gives KL {kl:.3g} ≤ {limit:g}: the KL check would not catch it"
-            for s in steps for name, kl in s.planted_kl.items() if not kl > limit]
+            for s in judged for name, kl in s.planted_kl.items() if not kl > limit]
 
 
 def version_failures(steps: list[StepRecord]) -> list[str]:

@@ -33,7 +33,15 @@ from adapter.rollout.samples import flatten
 from e2e.engine.tiny_model import is_planted
 from e2e.engine.tiny_plant import planted_masks
 from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, env_config, miles_args
-from e2e.rl_cpu.metrics import PLANTED, TrainSample, group_advantages, mismatch_kl, reward_stats, tool_turn_kl
+from e2e.rl_cpu.metrics import (
+    PLANTED,
+    TrainSample,
+    group_advantages,
+    mismatch_kl,
+    reward_stats,
+    surprisal,
+    tool_turn_kl,
+)
 from e2e.rl_cpu.records import RunRecord, StepRecord, dump_step
 from e2e.rl_cpu.sync import load_weights
 from e2e.rl_cpu.trainer import PolicyTrainer, TrainerOptions, served_tensors
@@ -95,6 +103,7 @@ class Loop:
             step=k, reward_mean=mean, reward_std=std, mismatch_kl=mismatch_kl(samples, trainer_lps),
             planted_kl={name: mismatch_kl([bug(s) for s in samples], trainer_lps) for name, bug in PLANTED.items()},
             tool_turn_kl=tool_turn_kl(samples, trainer_lps), tool_turns=sum(0 in s.loss_mask for s in samples),
+            surprisal=surprisal(samples),
             samples=len(samples), groups=len(out.samples), tokens=sum(s.trained_tokens for s in samples),
             weight_versions=[list(v) for v in dict.fromkeys(s.weight_versions for s in samples)],
             statuses=dict(Counter(s.status for s in samples)), loss=stats.loss, clip_fraction=stats.clip_fraction,

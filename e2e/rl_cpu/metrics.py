@@ -155,6 +155,14 @@ def mismatch_kl(samples: Sequence[TrainSample], trainer_lps: Sequence[Sequence[f
     return math.fsum(values) / len(values)
 
 
+def surprisal(samples: Iterable[TrainSample]) -> float:
+    """Mean −log-prob of the sampled tokens (under `loss_mask`) in nats: how uncertain the policy
+    was. A policy sure of every token (≈ 0) gives a planted bug nothing to change: shifting
+    log-probs that are all ≈ 0 leaves them ≈ 0."""
+    values = [-lp for s in samples for lp, m in zip(s.rollout_log_probs, s.loss_mask, strict=True) if m]
+    return math.fsum(values) / len(values) if values else 0.0
+
+
 def reward_stats(samples: Iterable[TrainSample]) -> tuple[float, float]:
     """Mean and population std of the rewards."""
     rewards = [s.reward for s in samples]

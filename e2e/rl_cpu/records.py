@@ -25,6 +25,7 @@ class StepRecord:
     planted_kl: dict[str, float]  # the same KL with each planted bug applied to this step's samples
     tool_turn_kl: float | None  # the mismatch KL over the turns after a tool's answer (None: no such turn)
     tool_turns: int  # samples of the step with a turn after a tool's answer
+    surprisal: float  # mean −rollout log-prob of the sampled tokens (nats): where the planted bugs can show
     samples: int
     groups: int
     tokens: int  # tokens under loss_mask

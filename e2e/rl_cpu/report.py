@@ -13,14 +13,14 @@ import statistics
 import time
 from pathlib import Path
 
-from e2e.rl_cpu.checks import window_means
+from e2e.rl_cpu.checks import PLANTED_MIN_SURPRISAL, window_means
 from e2e.rl_cpu.records import RunRecord, StepRecord
 
 COMMAND = "uvx --with tox-uv tox -e rl-cpu"
 SETTINGS = ("steps", "batch", "n", "lr", "optimizer", "epochs", "temperature", "max_response_len", "seed", "window",
             "kl_limit", "start_max", "end_min", "flat_tol", "taskset", "model")
 COLUMNS = ("step", "weights", "reward mean", "reward std", "mismatch KL", "KL, tool turns", "KL, logprobs shifted",
-           "KL, mask one early", "tool turns", "tokens", "rollout s", "train s", "sync s", "step s")
+           "KL, mask one early", "surprisal", "tool turns", "tokens", "rollout s", "train s", "sync s", "step s")
 MODELS = {"tool-rl": "its tool-calling RL variant, `tiny_model.tool_rl`, served in float32",
           "arith-only": "its arithmetic-only variant, `tiny_model.arith_only`"}
 TASKS = {
@@ -49,9 +49,9 @@ def table(steps: list[StepRecord]) -> list[str]:
         planted = [f"{s.planted_kl.get(name, float('nan')):.2f}" for name in ("shift-logprobs", "mask-one-early")]
         tool_kl = "–" if s.tool_turn_kl is None else f"{s.tool_turn_kl:.2e}"
         lines.append(_row([str(s.step), versions, f"{s.reward_mean:.3f}", f"{s.reward_std:.3f}",
-                           f"{s.mismatch_kl:.2e}", tool_kl, *planted, f"{s.tool_turns}/{s.samples}", str(s.tokens),
-                           f"{s.rollout_s:.1f}",
-                           f"{s.train_s:.1f}", f"{s.sync_s:.2f}", f"{s.seconds:.1f}"]))
+                           f"{s.mismatch_kl:.2e}", tool_kl, *planted, f"{s.surprisal:.3f}",
+                           f"{s.tool_turns}/{s.samples}", str(s.tokens), f"{s.rollout_s:.1f}", f"{s.train_s:.1f}",
+                           f"{s.sync_s:.2f}", f"{s.seconds:.1f}"]))
     return lines
 
 
@@ -87,15 +87,17 @@ def markdown(run: RunRecord, failed: list[str], plot_name: str | None = "rl-cpu.
         "- Mismatch KL: k3, E[exp(d) − d − 1] with d = trainer − rollout log-prob, over the tokens under "
         "`loss_mask`, at the rollout temperature. The planted-bug columns are the same KL on the same "
         "samples with the logprobs shifted by one position, or the mask one token early: the check must "
-        f"catch them (> {run.config.get('kl_limit', 1e-3):g}).",
+        f"catch them (> {run.config.get('kl_limit', 1e-3):g}) at every step whose sampled tokens were uncertain "
+        f"(surprisal, the mean −log-prob of the sampled tokens, ≥ {PLANTED_MIN_SURPRISAL:g} nats): a trained policy "
+        "sure of every token has log-probs ≈ 0, which a shift leaves ≈ 0.",
         "",
         "## Checks",
         "",
         *([f"- FAILED: {line}" for line in failed] or
-          ["- passed: mismatch KL under the limit at every step of both runs; the planted bugs over it; every "
-           "turn of step k ran on weight version k (`weight_versions`); the reward started at most "
-           f"{run.config.get('start_max')} and ended at least {run.config.get('end_min')}; the control stayed "
-           f"within {run.config.get('flat_tol')}."]),
+          ["- passed: mismatch KL under the limit at every step of both runs; the planted bugs over it where the "
+           "tokens were uncertain; every turn of step k ran on weight version k (`weight_versions`); the reward "
+           f"started at most {run.config.get('start_max')} and ended at least {run.config.get('end_min')}; the "
+           f"control stayed within {run.config.get('flat_tol')}."]),
         "",
         "## Per step: learning",
         "",

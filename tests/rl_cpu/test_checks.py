@@ -20,10 +20,11 @@ LIMITS = {"kl_limit": 1e-3, "window": 2, "start_max": 0.35, "end_min": 0.8, "fla
 
 
 def step(k: int, reward: float, *, kl: float = 1e-4, versions: list[list[str]] | None = None,
-         planted: float = 2.0, tool_kl: float | None = 2e-4) -> StepRecord:
+         planted: float = 2.0, tool_kl: float | None = 2e-4, surprisal: float = 0.3) -> StepRecord:
     return StepRecord(step=k, reward_mean=reward, reward_std=0.3, mismatch_kl=kl,
                       planted_kl={"shift-logprobs": planted, "mask-one-early": planted},
-                      tool_turn_kl=tool_kl, tool_turns=0 if tool_kl is None else 12, samples=24, groups=6,
+                      tool_turn_kl=tool_kl, tool_turns=0 if tool_kl is None else 12, surprisal=surprisal,
+                      samples=24, groups=6,
                       tokens=70, weight_versions=versions if versions is not None else [[str(k)]],
                       statuses={"completed": 24}, loss=0.01, clip_fraction=0.1, grad_norm=0.5, rollout_s=20.0,
                       train_s=3.0, sync_s=0.05, seconds=23.1)
@@ -45,6 +46,8 @@ FAILING = [
     ("tool_turn_kl_over_limit", [GOOD[0], step(1, 0.3, tool_kl=4e-3), *GOOD[2:]],
      "step 1: mismatch KL on the turns after a tool's answer"),
     ("planted_not_caught", [step(0, 0.3, planted=5e-4), *GOOD[1:]], "would not catch it"),
+    ("never_uncertain", [step(k, r, planted=1e-5, surprisal=0.001) for k, r in enumerate((0.2, 0.3, 0.8, 0.9))],
+     "never given data"),
     ("stale_version", [GOOD[0], step(1, 0.35, versions=[["0"]]), *GOOD[2:]], "step 1: samples carry"),
     ("mixed_versions", [*GOOD[:3], step(3, 0.55, versions=[["2"], ["3"]])], "expected only '3'"),
     ("a_turn_on_old_weights", [*GOOD[:3], step(3, 0.9, versions=[["3", "2"]])], "expected only '3'"),
@@ -65,6 +68,13 @@ CONTROL_FAILING = [
 
 def test_a_good_run_passes_every_check() -> None:
     assert failures(run_of(GOOD), **LIMITS) == []
+
+
+def test_a_step_sure_of_every_token_is_not_asked_to_show_a_planted_bug() -> None:
+    sure = step(3, 1.0, planted=3e-5, surprisal=0.004)  # a trained policy: shifting log-probs ≈ 0 changes nothing
+    assert failures(run_of([*GOOD[:3], sure]), **LIMITS) == []
+    unsure = step(3, 0.9, planted=3e-5, surprisal=0.2)
+    assert any("step 3: planted bug" in line for line in failures(run_of([*GOOD[:3], unsure]), **LIMITS))
 
 
 def test_a_multi_turn_sample_carries_one_version_per_turn() -> None:
@@ -101,7 +111,7 @@ def test_report_has_a_row_per_step_the_load_and_the_failures() -> None:
     run = run_of(GOOD)
     rows = table(run.steps)
     assert len(rows) == 2 + len(GOOD)
-    assert rows[2].startswith("| 0 | 0 | 0.200 | 0.300 | 1.00e-04 | 2.00e-04 | 2.00 | 2.00 | 12/24 | 70 |")
+    assert rows[2].startswith("| 0 | 0 | 0.200 | 0.300 | 1.00e-04 | 2.00e-04 | 2.00 | 2.00 | 0.300 | 12/24 | 70 |")
     text = markdown(run, ["step 2: mismatch KL too high"])
     assert "load average (1/5/15 min) 1.00 / 1.50 / 2.00 at the start" in text
     assert "- FAILED: step 2: mismatch KL too high" in text and "![reward and mismatch KL per step](rl-cpu.png)" in text

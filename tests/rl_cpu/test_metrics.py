@@ -25,6 +25,7 @@ from e2e.rl_cpu.metrics import (
     mismatch_kl,
     reward_stats,
     shift_logprobs,
+    surprisal,
     token_pairs,
     tool_turn_kl,
 )
@@ -134,6 +135,12 @@ def test_sample_shape_is_checked_once() -> None:
         TrainSample.from_miles(miles_like)
     miles_like.reward = 1.0
     assert TrainSample.from_miles(miles_like).rollout_key == 0  # no rollout_id: the index (Miles' fallback)
+
+
+def test_surprisal_is_the_mean_negative_logprob_of_sampled_tokens_only() -> None:
+    episode = sample(lps=(-0.5, 0.0, -0.1), mask=(1, 0, 1))  # the 0.0 is a tool response's token: not sampled
+    assert surprisal([episode, sample(lps=(-0.3,))]) == pytest.approx((0.5 + 0.1 + 0.3) / 3)
+    assert surprisal([]) == 0.0
 
 
 def test_reward_stats_are_mean_and_population_std() -> None:

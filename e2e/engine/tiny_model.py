@@ -154,7 +154,7 @@ def tool_rl(recipe: dict[str, Any]) -> dict[str, Any]:
     stamp as the wrong reply made each step push "STAMP-" and digits down, and the second turn's
     copies broke with it. Saved and served in float32: with bf16 the planted heads' sharp
     attention makes SGLang's bf16 activations and the trainer's fp32 recompute drift apart once the
-    weights move (measured mismatch KL 1.2e-2 after two steps; in float32, ~1e-12)."""
+    weights move (measured mismatch KL 1.2e-2 after two steps; in float32, ~1e-14)."""
     variant = copy.deepcopy(recipe)
     tools = variant["train"]["tools"]
     tools["behaviour"] = {"call": 0.3, "right_word": 0.95, "copy": 0.99, "skip_reply": "refuse"}

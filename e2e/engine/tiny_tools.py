@@ -16,8 +16,8 @@ tool's bridge are not.
 
 The noisy teacher (`behaviour`), so a policy has something to learn: in turn 1 it calls the tool
 (prob. `call`) with the task's word (prob. `right_word`, else another word), or replies at once
-with a made-up stamp (or, with `skip_reply = "refuse"`, with `REFUSAL`; "word": the task's word),
-so a policy-gradient step on a short wrong reply pushes on the decision, not on 26 random digits;
+with a made-up stamp (or, with `skip_reply = "refuse"`, with `REFUSAL`: a short wrong reply, so a
+policy-gradient step on it pushes on the decision, not on 26 random digits);
 in turn 2 it copies the stamp (prob. `copy`), else changes one digit.
 Stamps in training are random decimal digits in the taskset's form (`STAMP-` + `stamp_digits`
 digits, one token each), never the taskset's own: the model learns to read, not the secret.
@@ -99,8 +99,7 @@ def tool_episode(tokenizer: Any, rng: random.Random, tools: Mapping[str, Any]) -
     word = rng.choice(words)
     prompt = encode(tokenizer, turn1_prompt(word))
     if rng.random() >= behaviour["call"]:
-        skip = behaviour.get("skip_reply", "stamp")
-        made_up = {"word": word, "refuse": REFUSAL}.get(skip) or random_stamp(rng, digits)
+        made_up = REFUSAL if behaviour.get("skip_reply") == "refuse" else random_stamp(rng, digits)
         reply = encode(tokenizer, made_up + END_OF_TURN)
         return prompt + reply, ((len(prompt), len(prompt) + len(reply)),)
     called = word if rng.random() < behaviour["right_word"] else rng.choice([w for w in words if w != word])

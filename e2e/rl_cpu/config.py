@@ -42,7 +42,7 @@ class RLConfig:
     flat_tol: float = 0.2  # the control (lr 0) may move by at most this between its first and last window
     control: bool = True  # also run the lr-0 control on the same seeds (the rise is learning, not drift)
     taskset: str = "echo-tool-shared-v1"  # the lane's own (e2e/rl_cpu/tasksets), else a bundled id
-    model: str = "tool-rl"  # e2e.rl_cpu.loop.MODELS: the tiny model's variant served and trained
+    model: str = "tool-rl"  # one of MODELS: the tiny model's variant served and trained
     sglang_version: str = "0.5.23"
     run_dir: Path = REPO / "runs" / "rl-cpu"
     plant: str | None = None  # a planted bug applied to every sample (e2e.rl_cpu.metrics.PLANTED)

@@ -22,8 +22,7 @@ import hashlib
 import hmac
 
 import verifiers.v1 as vf
-from echo_tool_v1 import STAMP_DIGITS, WORDS, EchoToolData
-from verifiers.v1.types import content_text
+from echo_tool_v1 import STAMP_DIGITS, EchoToolTask, EchoToolTaskset
 
 __all__ = ["EchoToolSharedTask", "EchoToolSharedTaskset", "EchoTools", "stamp_for_word"]
 
@@ -44,43 +43,21 @@ class EchoTools(vf.Toolset[vf.SharedToolsetConfig]):
         return stamp_for_word(word.strip().lower())
 
 
-class EchoToolSharedTask(vf.Task[EchoToolData]):
-    def _tool_ran(self, trace: vf.Trace) -> bool:
-        expected = stamp_for_word(self.data.word)
-        return any(expected in content_text(m.content) for m in trace.tool_messages)
+class EchoToolSharedTask(EchoToolTask):
+    """echo-tool-v1's task and scoring, with the word's stamp and no tool server of its own."""
 
-    @vf.reward
-    async def used_tool(self, trace: vf.Trace) -> float:
-        return 1.0 if self._tool_ran(trace) and stamp_for_word(self.data.word) in trace.last_reply else 0.0
+    tools = ()
 
-    @vf.metric
-    async def tool_ran(self, trace: vf.Trace) -> float:
-        return 1.0 if self._tool_ran(trace) else 0.0
-
-    @vf.metric
-    async def tool_messages(self, trace: vf.Trace) -> float:
-        return float(len(trace.tool_messages))
+    def _expected(self) -> str:
+        return stamp_for_word(self.data.word)
 
 
 class EchoToolSharedTaskset(vf.Taskset[EchoToolSharedTask]):
     tools = (EchoTools,)
 
     def load(self) -> list[EchoToolSharedTask]:
-        return [
-            EchoToolSharedTask(
-                EchoToolData(
-                    idx=i,
-                    name=f"echo-tool-shared-{i}",
-                    prompt=(
-                        f"Call the stamp tool with the word {word!r}, then reply with exactly "
-                        "the token it returns and nothing else."
-                    ),
-                    word=word,
-                ),
-                self.config.task,
-            )
-            for i, word in enumerate(WORDS)
-        ]
+        """echo-tool-v1's rows (the same prompts, word for word), as tasks of this taskset."""
+        return [EchoToolSharedTask(task.data, self.config.task) for task in EchoToolTaskset(self.config).load()]
 
 
 if __name__ == "__main__":  # Verifiers starts the tool server as `python -m echo_tool_shared_v1`

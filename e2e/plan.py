@@ -113,6 +113,9 @@ class PlanOptions:
     miles_sglang_version: str = "0.5.16"  # the SGLang Miles' image pins
     miles_gpus: int = 2  # Miles' E2E: colocated training, one SGLang engine per GPU behind Miles' router
     miles_model_type: str = "qwen3-0.6B"  # Miles' scripts/models/<type>.py (MILES_MODEL_ARGS)
+    # every `uv pip install` compiles the venv's bytecode (each process then reads it, whatever
+    # PYTHONDONTWRITEBYTECODE says); False only where a CPU rehearsal repeats installs to test steps
+    compile_bytecode: bool = True
 
 
 def base_interpreter(options: PlanOptions) -> BaseInterpreter:
@@ -121,6 +124,10 @@ def base_interpreter(options: PlanOptions) -> BaseInterpreter:
         return BaseInterpreter(options.base_python, options.python_tag.removeprefix("python"),
                                options.base_python_how or f"--base-python {options.base_python}")
     return resolve_base_python(options.base_python)
+
+
+def _uv_pip_install(options: PlanOptions) -> tuple[str, ...]:
+    return ("uv", "pip", "install", *(("--compile-bytecode",) if options.compile_bytecode else ()))
 
 
 def _venv_python(venv: str) -> str:
@@ -165,7 +172,7 @@ def _setup_steps(options: PlanOptions, base: BaseInterpreter, run: str) -> list[
     """Driver check, the adapter's venv from the lock, prime, the code-golf env, the model."""
     venv, py = f"{run}/venv", _venv_python(f"{run}/venv")
     locked = f"{run}/requirements.txt"
-    install_locked = ("uv", "pip", "install", "--python", py, "--require-hashes", "-r", locked)
+    install_locked = (*_uv_pip_install(options), "--python", py, "--require-hashes", "-r", locked)
     return [
         Step("check-driver", (base.executable, "-m", "e2e.driver", "--sglang-version", options.sglang_version,
                               "--min-cuda", options.sglang_min_cuda, "--min-glibc", options.sglang_min_glibc),
@@ -178,13 +185,14 @@ def _setup_steps(options: PlanOptions, base: BaseInterpreter, run: str) -> list[
                              "--no-emit-project", "--format", "requirements-txt", "--output-file", locked),
              produces=(locked,), timeout_s=120),
         Step("install-locked", install_locked, timeout_s=1800),
-        Step("install-adapter", ("uv", "pip", "install", "--python", py, "--no-deps", str(REPO)),
+        Step("install-adapter", (*_uv_pip_install(options), "--python", py, "--no-deps", str(REPO)),
              produces=(py,), timeout_s=600),
         Step("install-prime", ("uv", "tool", "install", f"prime=={options.prime_version}"), timeout_s=600),
         *_env_source_steps(options, run),
         # --no-upgrade: the env's own `dependencies = ["verifiers"]` must not move the pins.
         Step("install-env", (f"{UV_TOOL_BIN}/prime", "--plain", "env", "install", "code-golf-v1", "--no-upgrade"),
-             env=(("VIRTUAL_ENV", venv),), path_prepend=(f"{venv}/bin",), cwd=run, timeout_s=1800),
+             env=(("VIRTUAL_ENV", venv), ("UV_COMPILE_BYTECODE", "1" if options.compile_bytecode else "0")),
+             path_prepend=(f"{venv}/bin",), cwd=run, timeout_s=1800),
         # The env's own requirements may pull a newer verifiers: put the locked pins back.
         Step("repin-locked", install_locked, timeout_s=1800),
         Step("download-model", (f"{venv}/bin/hf", "download", options.model_id, "--local-dir",
@@ -209,8 +217,9 @@ def gpu_plan(options: PlanOptions | None = None) -> list[Step]:
         *_setup_steps(options, base, run),
         Step("sglang-venv", ("uv", "venv", "--clear", "--python", base.executable, "--system-site-packages",
                              sglang_venv), produces=(sglang_venv,), timeout_s=300),
-        Step("install-sglang", ("uv", "pip", "install", "--python", _venv_python(sglang_venv),
-                                f"sglang=={options.sglang_version}"), timeout_s=2400, gpu=True),
+        Step("install-sglang", (*_uv_pip_install(options), "--python", _venv_python(sglang_venv),
+                                f"sglang=={options.sglang_version}"),
+             timeout_s=2400, gpu=True),
         Step("start-sglang", (_venv_python(sglang_venv), "-m", "sglang.launch_server", "--model-path", model_dir,
                               "--host", "127.0.0.1", "--port", str(options.sglang_port), "--context-length",
                               str(options.max_context_len), "--attention-backend", options.sglang_attention_backend),
@@ -517,8 +526,8 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
         b_env = (("PYTHONPATH", str(REPO)),)
         steps += [
             Step("venv-vf040", ("uv", "venv", "--clear", "--python", py, vf040), produces=(vf040,), timeout_s=300),
-            Step("install-vf040", ("uv", "pip", "install", "--python", b_py, "verifiers==0.4.0", "-r",
-                                   str(CONTRACT_REQUIREMENTS)), timeout_s=1800),
+            Step("install-vf040", ("uv", "pip", "install", "--compile-bytecode", "--python", b_py, "verifiers==0.4.0",
+                                   "-r", str(CONTRACT_REQUIREMENTS)), timeout_s=1800),
             *_rollouts_and_verify(b_py, url, REPO / "fixtures" / "envs" / "b", run, label="b-", groups=groups, n=n,
                                   tasksets=tasksets, env=b_env, record=True),
         ]

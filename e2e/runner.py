@@ -258,6 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tier", choices=["gpu", "cpu", "sglang-cpu", "auto"], default="auto",
                         help="sglang-cpu: the GPU tier's SGLang steps rehearsed against real SGLang on CPU")
     parser.add_argument("--sglang-version", default="0.5.23", help="sglang-cpu tier: the SGLang release to serve")
+    parser.add_argument("--generation-b", action=argparse.BooleanOptionalAction, default=True,
+                        help="sglang-cpu tier: also record and verify generation B's rollouts (a verifiers 0.4.0 "
+                             "venv); --no-generation-b where only the SGLang version differs from a lane that has")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--base-python", default=None, metavar="PATH",
@@ -292,8 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         steps, notes = gpu_plan(options), gpu_plan_notes(options)
     elif tier == "sglang-cpu":
-        steps = sglang_cpu_plan(str(run_dir), version=args.sglang_version, port=free_port())
-        notes = [f"sglang {args.sglang_version} on CPU (e2e.sglang_cpu), deterministic mode, the tiny model"]
+        steps = sglang_cpu_plan(str(run_dir), version=args.sglang_version, port=free_port(),
+                                generation_b=args.generation_b)
+        notes = [f"sglang {args.sglang_version} on CPU (e2e.sglang_cpu), deterministic mode, the tiny model"
+                 + ("" if args.generation_b else "; generation A only (--no-generation-b)")]
     else:
         from adapter.rollout.generations import installed
 

@@ -26,6 +26,13 @@ Online as offline, a cached program then runs from the cache: an unpinned harnes
 versions uv resolved when it filled the cache (the bundled configs pin UV_EXCLUDE_NEWER).
 Outcomes are decided by uv's exit status, never by its message text (errors only quote it). The
 result is remembered per process for the same script and environment.
+
+`prepared_env(...)` is what the shims apply: `offline_env` plus UV_COMPILE_BYTECODE=1, so
+Verifiers' own `uv sync --script` compiles the program's environment once (~2.3 s for the null
+harness' 2,838 files) and every later harness process reads bytecode instead of compiling openai
+and mcp again (measured: `import openai, mcp` 4.1 s → 2.4 s per process where
+PYTHONDONTWRITEBYTECODE is set, as in most containers). A UV_COMPILE_BYTECODE the user or the
+harness env already set is kept.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ logger = logging.getLogger(__name__)
 OFFLINE_DEADLINE_S = 60.0  # from the cache alone: links cached wheels, no network
 FILL_DEADLINE_S = 180.0  # with the index: downloads the script's dependencies (~60 MB for null's)
 OFFLINE = {"UV_OFFLINE": "1"}
+BYTECODE = {"UV_COMPILE_BYTECODE": "1"}
 # Who already decided the preparation's UV_OFFLINE (the release: 0.4.0 forces it), in that order.
 FixedBy = Literal["the installed verifiers", "the harness env", "this process' environment"]
 # The module attribute each release keeps its harness program in (0.2.x/0.3.x; 0.4.0's null harness).
@@ -87,6 +95,16 @@ def offline_env(script: str, harness_env: Mapping[str, str], *,
     if key not in _ready:
         _ready[key] = _decide(uv, path, env, fixed_by=_fixed_by(harness_env, forced))
     return dict(_ready[key])
+
+
+def prepared_env(script: str, harness_env: Mapping[str, str], *,
+                 forced: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`offline_env`, plus UV_COMPILE_BYTECODE=1 unless the harness env or this process' environment
+    already decides it (see the module docstring)."""
+    added = offline_env(script, harness_env, forced=forced)
+    if not any(name in env for env in (harness_env, os.environ, added) for name in BYTECODE):
+        added.update(BYTECODE)
+    return added
 
 
 def _fixed_by(harness_env: Mapping[str, str], forced: Mapping[str, str]) -> FixedBy | None:

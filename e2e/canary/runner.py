@@ -71,8 +71,8 @@ def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence
     if _run([uv, "venv", "--clear", "--quiet", "--python", sys.executable, str(venv)], log, env=env,
             timeout=INSTALL_TIMEOUT_S) != 0:
         return CellResult(cell.name, Outcome(0, 1, f"install: could not create a venv (see {log})"))
-    install = [uv, "pip", "install", "--python", str(python), "--quiet", *_links(find_links), "-r",
-               str(CONTRACT_REQUIREMENTS), *cell.requirements]
+    install = [uv, "pip", "install", "--compile-bytecode", "--python", str(python), "--quiet", *_links(find_links),
+               "-r", str(CONTRACT_REQUIREMENTS), *cell.requirements]
     if _run(install, log, env=env, timeout=INSTALL_TIMEOUT_S) != 0:
         return CellResult(cell.name, Outcome(0, 1, f"install: `pip install {' '.join(cell.requirements)}` does not "
                                                    f"resolve or install (see {log})"))

@@ -65,6 +65,23 @@ class RLConfig:
         return found
 
 
+def control_steps(config: RLConfig) -> list[int]:
+    """The lr-0 control's steps: the first and the last `window` (the flat check reads only those;
+    KL and weight versions are judged on every learning step). 4 of 6 steps at the defaults."""
+    return sorted({*range(config.window), *range(config.steps - config.window, config.steps)})
+
+
+def contiguous_runs(steps: list[int]) -> list[list[int]]:
+    """[0, 1, 4, 5] → [[0, 1], [4, 5]]: each run is one resumed rollout function."""
+    runs: list[list[int]] = []
+    for k in steps:
+        if runs and runs[-1][-1] == k - 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return runs
+
+
 def env_config(taskset: str, generation: Any) -> Path:
     """The EnvConfig of `taskset`: the lane's own (`envs/<id>.toml`, generation A), else the
     bundled one of the installed generation."""

@@ -32,7 +32,7 @@ from adapter.rollout.generations import installed
 from adapter.rollout.samples import flatten
 from e2e.engine.tiny_model import is_planted
 from e2e.engine.tiny_plant import planted_masks
-from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, env_config, miles_args
+from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, contiguous_runs, control_steps, env_config, miles_args
 from e2e.rl_cpu.metrics import (
     PLANTED,
     TrainSample,
@@ -112,8 +112,8 @@ class Loop:
 
 def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = print) -> RunRecord:
     """The whole run, server start-up included: the learning run, then (`config.control`) the
-    lr-0 control on the same seeds from the same version-0 weights; the server is ended on the
-    way out."""
+    lr-0 control on the same seeds from the same version-0 weights (`control_steps` only); the
+    server is ended on the way out."""
     started, load_before = time.monotonic(), os.getloadavg()
     config.run_dir.mkdir(parents=True, exist_ok=True)
     from e2e.engine.tiny_model import build_tiny_model
@@ -123,7 +123,7 @@ def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = pri
                  extra_args=serve_args(model_dir)) as server:
         progress(f"sglang {server.version} up in {server.startup_s:.0f} s at {server.url} (log {server.log_path})")
         steps = _run_steps(config, server, record_dir, progress, "learning")
-        control = _run_steps(replace(config, lr=0.0), server, None, progress, "control, lr 0") if config.control else []
+        control = _run_control(config, server, progress) if config.control else []
         startup_s = server.startup_s
     return RunRecord(config=_jsonable(config), sglang_version=config.sglang_version, startup_s=startup_s,
                      total_s=time.monotonic() - started, cpus=os.cpu_count() or 0, load_before=load_before,
@@ -141,9 +141,25 @@ def _run_steps(config: RLConfig, server: Any, record_dir: Path | None, progress:
     return steps
 
 
-async def _steps(loop: Loop, count: int, progress: Any) -> list[StepRecord]:
+def _run_control(config: RLConfig, server: Any, progress: Any) -> list[StepRecord]:
+    """The lr-0 control on the learning run's seeds, `control_steps` only: each contiguous run of
+    steps starting at s is a fresh rollout function resumed at rollout_id s (Miles' resume: its
+    task cursor starts at s × batch, so step k samples the learning run's step-k seeds) on the
+    served weights loaded as version str(s)."""
+    control, steps = replace(config, lr=0.0), control_steps(config)
+    progress(f"control, lr 0: steps {', '.join(map(str, steps))} of {config.steps} (the flat check's windows)")
+    records: list[StepRecord] = []
+    for segment in contiguous_runs(steps):
+        load_weights(server.url, server.model_dir, str(segment[0]))
+        loop = Loop(control, url=server.url, model_dir=server.model_dir)
+        records += asyncio.run(_steps(loop, segment, progress))
+        shutil.rmtree(config.run_dir / f"weights-{segment[-1] + 1}", ignore_errors=True)
+    return records
+
+
+async def _steps(loop: Loop, count: int | list[int], progress: Any) -> list[StepRecord]:
     steps: list[StepRecord] = []
-    for k in range(count):
+    for k in range(count) if isinstance(count, int) else count:
         record = await loop.step(k)
         steps.append(record)
         progress(f"step {k}: reward {record.reward_mean:.3f} ± {record.reward_std:.3f}, "

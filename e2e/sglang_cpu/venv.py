@@ -33,7 +33,7 @@ from e2e.sglang_cpu.uvcmd import run_uv
 
 logger = logging.getLogger(__name__)
 
-LAYOUT = 1  # bump when the way a venv is built changes without the pins changing
+LAYOUT = 2  # bump when the way a venv is built changes without the pins changing (2: bytecode compiled)
 MARKER = "vf-sglang-cpu.json"
 
 
@@ -81,7 +81,9 @@ def _is_complete(path: Path, key: str) -> bool:
 def _build_into(workdir: Path, requirements: Path, packages: Sequence[str]) -> None:
     run_uv(["venv", "--quiet", "--allow-existing", "--relocatable", "--python", PYTHON, str(workdir)],
            cwd=workdir.parent, error=InstallError)
-    run_uv(["pip", "install", "--python", str(workdir / "bin" / "python"), "--no-deps",
+    # --compile-bytecode: every server process, Ray worker and Miles driver reads bytecode instead of
+    # compiling torch, transformers and sglang again under PYTHONDONTWRITEBYTECODE (tox.ini says why)
+    run_uv(["pip", "install", "--python", str(workdir / "bin" / "python"), "--no-deps", "--compile-bytecode",
             "--requirement", str(requirements), *packages], cwd=workdir.parent, error=InstallError)
 
 

@@ -121,8 +121,14 @@ CPU_TESTABLE = ["venv", "check-system-site", "export-lock", "install-locked", "i
                 "write-config", "reset-outputs"]
 
 
-def test_the_cpu_testable_steps_pass_twice_on_one_run_dir(tmp_path: Path, system_python: Path) -> None:
-    opts = options(tmp_path, system_python, verifiers_repo=_local_verifiers_repo(tmp_path / "verifiers-src"))
+def test_the_cpu_testable_steps_pass_twice_on_one_run_dir(tmp_path: Path, system_python: Path, monkeypatch) -> None:
+    """Twice in full on one run dir (a rerun after a failure). Without compiling bytecode: uv's
+    compile of the locked venv is 35-45 s a time on 2 cores and is not what a rerun puts in
+    question; the default plan's flag is locked by the plan's snapshot and
+    `test_every_install_compiles_bytecode_unless_told_not_to`."""
+    opts = options(tmp_path, system_python, verifiers_repo=_local_verifiers_repo(tmp_path / "verifiers-src"),
+                   compile_bytecode=False)
+    monkeypatch.delenv("UV_COMPILE_BYTECODE", raising=False)  # the lanes set it; the steps inherit the environment
     for attempt in (1, 2):
         code, text = run_steps(opts, CPU_TESTABLE, tmp_path / f"attempt-{attempt}")
         assert code == 0, f"attempt {attempt}:\n{text[-3000:]}"
@@ -133,6 +139,16 @@ def test_the_cpu_testable_steps_pass_twice_on_one_run_dir(tmp_path: Path, system
     assert subprocess.run([str(venv_python), "-c", probe], capture_output=True, text=True, check=True,
                           cwd=tmp_path).stdout.strip() == "0.2.0"
     assert "--hash=sha256:" in (tmp_path / "run" / "requirements.txt").read_text()
+
+
+def test_every_install_compiles_bytecode_unless_told_not_to(tmp_path: Path, system_python: Path) -> None:
+    def installs(**changes: object) -> list[tuple[str, ...]]:
+        plan = gpu_plan(options(tmp_path, system_python, **changes))
+        return [s.argv for s in plan if s.argv[:3] == ("uv", "pip", "install")]
+
+    compiled, plain = installs(), installs(compile_bytecode=False)
+    assert len(compiled) >= 3 and all(argv[3] == "--compile-bytecode" for argv in compiled)
+    assert [tuple(a for a in argv if a != "--compile-bytecode") for argv in compiled] == plain
 
 
 def fast_lane_marker_expression() -> str:

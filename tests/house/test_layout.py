@@ -101,7 +101,7 @@ def test_the_docs_list_every_subpackage(document: str) -> None:
 # points at docs/, ARCHITECTURE.md or README.md. `[/]` and `[(]` keep this line from matching itself.
 OUTSIDE = re.compile(r"CONTRACT\.md|MILES\.md|MILES_CPU\.md|ROUTER\.md|SGLANG_CPU\.md|OFFLINE\.md|STYLE\.md"
                      r"|VERSIONS\.md|design[/]|\bissue \d+|[(]issue")
-CODE_FOLDERS = ("adapter", "benchmarks", "conformance", "e2e", "tests")
+CODE_FOLDERS = ("adapter", "benchmarks", "conformance", "e2e", "tests", "tools")
 
 
 def outside_references(root: Path, folder: str) -> list[str]:

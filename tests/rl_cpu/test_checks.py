@@ -10,6 +10,7 @@ import pytest
 
 from e2e.rl_cpu.__main__ import main
 from e2e.rl_cpu.checks import failures, thresholds
+from e2e.rl_cpu.config import RLConfig, contiguous_runs, control_steps
 from e2e.rl_cpu.records import RunRecord, StepRecord
 from e2e.rl_cpu.report import markdown, table
 
@@ -117,6 +118,16 @@ def test_report_has_a_row_per_step_the_load_and_the_failures() -> None:
     assert "- FAILED: step 2: mismatch KL too high" in text and "![reward and mismatch KL per step](rl-cpu.png)" in text
     assert "first 2 steps 0.250, of the last 2 steps 0.850; the lr-0 control: 0.225, then 0.250" in text
     assert "## Per step: the control (learning rate 0, same seeds)" in text
+
+
+@pytest.mark.parametrize(("steps", "window", "expected", "runs"), [
+    (6, 2, [0, 1, 4, 5], [[0, 1], [4, 5]]),
+    (4, 2, [0, 1, 2, 3], [[0, 1, 2, 3]]),
+    (8, 3, [0, 1, 2, 5, 6, 7], [[0, 1, 2], [5, 6, 7]]),
+], ids=["lane-default", "windows-meet", "wider-windows"])
+def test_the_control_runs_only_the_windows_its_flat_check_reads(steps, window, expected, runs) -> None:
+    chosen = control_steps(RLConfig(steps=steps, window=window))
+    assert chosen == expected and contiguous_runs(chosen) == runs
 
 
 def test_run_record_round_trips_through_json() -> None:

@@ -28,7 +28,7 @@ from adapter.errors import ConfigurationError, HarnessEnvironmentError
 from adapter.rollout import harness_uv
 from adapter.rollout.caches import harness_uv_cache, user_cache_dir
 from adapter.rollout.generations import installed
-from adapter.rollout.harness_uv import offline_env, program_source
+from adapter.rollout.harness_uv import offline_env, prepared_env, program_source
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,6 +95,21 @@ def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 HARNESS_ENV = {"UV_CACHE_DIR": "/caches/harness", "UV_EXCLUDE_NEWER": "2026-07-28T13:44:00Z"}
+
+
+@pytest.mark.parametrize(("user_env", "harness_env", "expected"), [
+    pytest.param({}, {}, "1", id="decided-by-the-adapter"),
+    pytest.param({"UV_COMPILE_BYTECODE": "0"}, {}, None, id="the-users-choice-is-kept"),
+    pytest.param({}, {"UV_COMPILE_BYTECODE": "0"}, None, id="the-harness-envs-choice-is-kept"),
+])
+def test_the_prepared_harness_compiles_its_bytecode_unless_someone_decided(
+        fake_uv, monkeypatch, user_env, harness_env, expected) -> None:
+    monkeypatch.setenv("FAKE_UV_OFFLINE", "0")
+    monkeypatch.delenv("UV_COMPILE_BYTECODE", raising=False)
+    for name, value in user_env.items():
+        monkeypatch.setenv(name, value)
+    added = prepared_env(SCRIPT, {**HARNESS_ENV, **harness_env})
+    assert added.get("UV_COMPILE_BYTECODE") == expected and added["UV_OFFLINE"] == "1"
 
 
 def test_a_program_in_the_cache_runs_offline_without_asking_the_index(fake_uv, monkeypatch) -> None:
@@ -307,6 +322,7 @@ def test_offline_harness_runs_from_a_filled_cache(monkeypatch) -> None:
     except HarnessEnvironmentError as exc:
         pytest.skip(f"needs the null harness' dependencies in uv's cache once (no network to fetch them): {exc}")
     env = _base_env(XDG_CACHE_HOME=str(user_cache_dir().parent))
+    env.pop("UV_COMPILE_BYTECODE", None)  # the lanes set it; here the adapter must decide it
     code = """
         import asyncio, tomllib
         from adapter.rollout.generations import installed
@@ -315,6 +331,7 @@ def test_offline_harness_runs_from_a_filled_cache(monkeypatch) -> None:
         from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
         harness = GenerationA(tomllib.loads(installed().bundled_config("arith-v1").read_text())).env.harness
         print("UV_OFFLINE", harness.config.resolved_env.get("UV_OFFLINE"))
+        print("UV_COMPILE_BYTECODE", harness.config.resolved_env.get("UV_COMPILE_BYTECODE"))
 
         async def prepare():  # what the null harness' setup does, bounded
             runtime = SubprocessRuntime(SubprocessConfig())
@@ -329,6 +346,12 @@ def test_offline_harness_runs_from_a_filled_cache(monkeypatch) -> None:
     """
     done = _offline_python(code, env, timeout=150)
     assert "UV_OFFLINE 1" in done.stdout and "PREPARED" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "UV_COMPILE_BYTECODE 1" in done.stdout, done.stdout
+    # the program's environment holds bytecode: a harness process reads it, never compiles openai again
+    venv = Path(done.stdout.split("PREPARED ", 1)[1].split()[0])
+    probe = "import os, openai, mcp; print(all(os.path.isfile(m.__cached__) for m in (openai, mcp)))"
+    cached = subprocess.run([venv / "bin" / "python", "-c", probe], capture_output=True, text=True, timeout=60)
+    assert cached.stdout.strip() == "True", cached.stdout + cached.stderr[-2000:]
 
 
 @B_040

@@ -39,7 +39,7 @@ from adapter.config.settings import Settings
 from adapter.errors import ConfigurationError, EpisodeError, UnsupportedRequestError
 from adapter.rollout.caches import with_harness_cache
 from adapter.rollout.generations import unsupported_feature
-from adapter.rollout.harness_uv import offline_env, program_source
+from adapter.rollout.harness_uv import prepared_env, program_source
 from adapter.rollout.identity import explicit_advice, renderer_identity
 from adapter.rollout.tokenizer_imports import import_tokenizer_classes
 
@@ -238,11 +238,12 @@ def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
 
 def ready_harness_program(harness: Any) -> None:
     """Prepare a subprocess-runtime harness' uv program before any episode (`adapter.rollout.harness_uv`):
-    its env gains UV_OFFLINE=1 once uv's cache holds the program (0.2.x hands the harness env to
-    the preparation), or `HarnessEnvironmentError`. A container or sandbox runtime has its own uv."""
+    its env gains UV_OFFLINE=1 once uv's cache holds the program, and UV_COMPILE_BYTECODE=1 (0.2.x
+    hands the harness env to the preparation), or `HarnessEnvironmentError`. A container or
+    sandbox runtime has its own uv."""
     source = program_source(type(harness))
     if source is not None and harness.config.runtime.type == "subprocess":
-        harness.config.env.update(offline_env(source, harness.config.resolved_env))
+        harness.config.env.update(prepared_env(source, harness.config.resolved_env))
 
 
 class GenerationA:

@@ -42,7 +42,7 @@ from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.errors import ConfigurationError, EpisodeError, UnsupportedFeatureError
 from adapter.rollout.generations import unsupported_feature
-from adapter.rollout.harness_uv import offline_env, program_source
+from adapter.rollout.harness_uv import prepared_env, program_source
 from adapter.rollout.identity import renderer_identity
 from adapter.rollout.tokenizer_imports import import_tokenizer_classes
 
@@ -247,7 +247,8 @@ def _load_env(config_data: Mapping[str, Any]) -> Any:
 def ready_harness_programs(config: Any) -> None:
     """Prepare each subprocess-runtime agent harness' uv program before any episode
     (`adapter.rollout.harness_uv`), in the validated config Verifiers is about to load. 0.3.x hands
-    the harness env to the preparation: it gains UV_OFFLINE=1 once uv's cache holds the program.
+    the harness env to the preparation: it gains UV_OFFLINE=1 once uv's cache holds the program, and
+    UV_COMPILE_BYTECODE=1.
     0.4.0 prepares with UV_OFFLINE=false (`PREPARE_FORCES`): the program is checked under that,
     against the index. `HarnessEnvironmentError` when it cannot be prepared."""
     import verifiers.v1 as vf
@@ -259,4 +260,4 @@ def ready_harness_programs(config: Any) -> None:
         if isinstance(agent, vf.AgentConfig) and agent.harness is not None and agent.runtime.type == "subprocess":
             source = program_source(harness_class(agent.harness.id))
             if source is not None:
-                agent.harness.env.update(offline_env(source, agent.harness.resolved_env, forced=forced))
+                agent.harness.env.update(prepared_env(source, agent.harness.resolved_env, forced=forced))

@@ -1,0 +1,119 @@
+"""The lanes, the claims each proves (one line each), the paths that touch each, and CI's stages.
+
+    LANES     name → Lane(envs, claims, paths): a lane is one `tox -e ENV[,ENV…]` run
+    STAGES    what `.ci/run` runs, in order: each stage is tracks run side by side, each track
+              lanes run one after another; a stage with a failed lane ends the run
+    MOVED     claims that moved between lanes, and where each now lives (docs/ci.md prints them)
+
+A claim is proved in one lane only; a lane that repeats another's proof says so in its claims
+and why (a different SGLang version, a different Verifiers generation). Paths are fnmatch
+globs against repository-relative paths (`*` crosses `/`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MATRIX = ("contract-vf020", "contract-vf020-r018", "contract-vf020-sglang-openai", "contract-vf021",
+          "contract-vf030", "contract-vf031", "contract-vf040")
+PYTHON = ("adapter/*.py", "conformance/*.py", "e2e/*.py", "tests/*.py", "fixtures/*", "benchmarks/*.py",
+          "tools/*.py")
+PINS = ("uv.lock", "pyproject.toml", "tox.ini", "e2e/requirements-contract.txt")
+ENGINE_LEG = ("adapter/engine/*", "adapter/wire/*", "adapter/bridge/*", "e2e/sglang_cpu/*", "e2e/plan.py",
+              "e2e/runner.py", "e2e/verify.py", "e2e/turns.py", "tests/real_sglang/*", "tests/sglang_cpu/*",
+              "e2e/engine/tiny_*", "fixtures/envs/*")
+
+
+@dataclass(frozen=True)
+class Lane:
+    envs: tuple[str, ...]
+    claims: tuple[str, ...]
+    paths: tuple[str, ...]
+
+
+LANES: dict[str, Lane] = {
+    "fast": Lane(("fast",), (
+        "unit, wire snapshots, the fault suite on both bridge doors, contract checks on the locked verifiers 0.2.0 + "
+        "renderers 0.1.10 and real episodes of the bundled tasksets on a scripted engine (the README's test command)",
+        "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
+        "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
+    ), PYTHON + PINS + ("adapter/*",)),
+    "lint": Lane(("lint",), ("ruff on every code folder; mypy strict on adapter/",), (*PYTHON, "pyproject.toml")),
+    "lane-isolation": Lane(("lane-isolation",), (
+        "a lane never takes over the checkout's .venv (tox lint, then uv run, twice, in a copy)",
+    ), ("tox.ini", "pyproject.toml", "uv.lock", "tests/house/test_lane_isolation.py")),
+    "wheel": Lane(("wheel",), (
+        "the built wheel in a clean venv outside the checkout: versions, compat, bundled data, miles-command",
+    ), ("pyproject.toml", "uv.lock", ".ci/wheel-check", "adapter/*")),
+    "sglang-schema": Lane(("sglang-schema",), (
+        "every /generate payload and engine output against sglang 0.5.15, 0.5.16 and 0.5.23's own classes",
+    ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "e2e/engine/*", "tests/conformance/*")),
+    "e2e": Lane(("e2e",), (
+        "the reference engine's tests; the CPU tier (reference engine, bundled tasksets) verified by e2e/verify.py",
+    ), ("e2e/*", "adapter/*", "tests/e2e/*", "fixtures/*", *PINS)),
+    "e2e-vf040": Lane(("e2e-vf040",), (
+        "the CPU tier on verifiers 0.4.0 (generation B), verified by the same e2e/verify.py",
+    ), ("e2e/runner.py", "e2e/plan.py", "e2e/verify.py", "e2e/engine/*", "adapter/*", *PINS)),
+    "matrix": Lane(MATRIX, (
+        "the contract suite and one real episode group inside each supported published verifiers/renderers pair",
+    ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS)),
+    "canary": Lane(("canary",), (
+        "the newest published verifiers, renderers, openai, transformers, sglang and smg judged; a planted "
+        "incompatible renderers must fail it",
+    ), ("e2e/canary/*", "tests/canary/*", "adapter/rollout/versions.py", "adapter/rollout/coinstall.py", *PINS)),
+    "sglang-cpu": Lane(("sglang-cpu",), (
+        "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generations A and B, "
+        "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",
+        "Verifiers' default harness (bash + edit) on real SGLang; serving's lifecycle; the lane's two servers "
+        "behind smg: consistent hashing keeps a trace's turns on its worker and hits the prefix cache more",
+    ), (*ENGINE_LEG, "e2e/router_cache.py", "tests/real_sglang/*", "uv.lock")),
+    "sglang-cpu-0516": Lane(("sglang-cpu-0516",), (
+        "real SGLang 0.5.16 (Miles' image pin): what differs between SGLang versions — check's live conformance "
+        "checks, generation A's recorded rollouts and tool turns, abort, radix cache, weight updates, seeds",
+    ), ENGINE_LEG),
+    "router": Lane(("router",), (
+        "the real router (smg) before two reference engines: check, routed multi-turn rollouts, a killed worker, "
+        "the retry budget, abort, the Miles binding, load",
+    ), ("adapter/engine/*", "adapter/bridge/*", "adapter/cli/*", "e2e/router.py", "tests/router/*",
+        "e2e/engine/*", "tox.ini")),
+    "rl-cpu": Lane(("rl-cpu",), (
+        "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 → ≥ 0.8 in 6 steps, "
+        "mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
+        "the lr-0 control on the same seeds stays flat (its first and last windows only)",
+    ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/rollout/samples.py", "e2e/engine/tiny_*",
+        "e2e/sglang_cpu/*", "uv.lock")),
+    "miles": Lane(("miles",), (
+        "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
+        "0.5.23 and the reference engine, class and legacy ABIs; a planted short loss mask is refused by Miles",
+    ), ("adapter/miles/*", "e2e/miles_cpu/*", "e2e/requirements-miles.txt", "tests/miles_cpu/*",
+        "adapter/rollout/sample_type.py", "adapter/rollout/samples.py", "e2e/sglang_cpu/*")),
+}
+
+# Each stage: tracks side by side; each track: lanes one after another. The first track's output
+# streams; the others' is printed when the stage ends. No two tracks start an SGLang server.
+STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("fast",), ("lint", "lane-isolation", "wheel", "sglang-schema")),
+    (("e2e", "e2e-vf040", "canary"), ("matrix",)),
+    (("sglang-cpu",),),
+    (("sglang-cpu-0516",),),
+    (("router",),),
+    (("rl-cpu",),),
+    (("miles",),),
+)
+
+MOVED: tuple[tuple[str, str], ...] = (
+    ("generation B's recorded rollouts on SGLang 0.5.16",
+     "sglang-cpu (0.5.23) only: generation B differs on the adapter's side, not the engine's; the engine "
+     "wire both generations send is the one 0.5.16 is checked on (check, generation A's rollouts)"),
+    ("the lr-0 control's middle steps (2, 3)",
+     "dropped: the control's claim is its first and last windows; KL and weight versions are judged on every "
+     "learning step and on the control steps that run"),
+    ("the GPU plan's installs compile bytecode (new), rehearsed on CPU",
+     "sglang-cpu: its SGLang venv and generation B's venv-vf040 install with --compile-bytecode; the fast "
+     "lane's rehearsal of the GPU steps installs without it (35-45 s a time) and the snapshot locks the flag"),
+)
+
+
+def lane_order() -> list[str]:
+    """Every lane, in the order CI runs them."""
+    return [lane for stage in STAGES for track in stage for lane in track]

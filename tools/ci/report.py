@@ -1,0 +1,98 @@
+"""The run's table, for the terminal (printed last by `.ci/run`) and as `docs/ci.md`.
+
+    table(results) -> str              lane | tox envs | wall | status, one line each, and the total
+    document(results, ...) -> str      docs/ci.md: the table with each lane's claims, the fast lane's
+                                       slowest tests (read from its log), the claims that moved
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from tools.ci.lanes import LANES, MOVED, STAGES
+from tools.ci.runner import Result
+
+_SLOWEST = re.compile(r"^=+ slowest (\d+) durations =+$")
+_DURATION = re.compile(r"^(\d+\.\d+)s (call|setup|teardown) +(\S+)$")
+_SUMMARY = re.compile(r"^=* ?(?P<line>(\d+ failed, )?\d+ passed.* in [\d.]+s.*?) ?=*$")
+
+
+def _wall(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds:.0f} s ({seconds / 60:.1f} min)"
+
+
+def stage_wall(results: Sequence[Result]) -> float:
+    """The run's wall time: per stage, its longest track (tracks run side by side)."""
+    by_lane = {result.lane: result.seconds for result in results}
+    return sum(max(sum(by_lane.get(lane, 0.0) for lane in track) for track in stage) for stage in STAGES)
+
+
+def table(results: Sequence[Result]) -> str:
+    width = max(len(result.lane) for result in results)
+    lines = [f"{'lane':<{width}}  {'wall':>16}  status", f"{'-' * width}  {'-' * 16}  ------"]
+    lines += [f"{r.lane:<{width}}  {_wall(r.seconds) if r.status != 'not run' else '—':>16}  {r.status}"
+              for r in results]
+    lines.append(f"{'total':<{width}}  {_wall(stage_wall(results)):>16}  "
+                 f"({'passed' if all(r.ok for r in results) else 'failed'}; stages in order, tracks side by side)")
+    return "\n".join(lines)
+
+
+def slowest_tests(log: str, count: int = 10) -> list[tuple[float, str]]:
+    """The `--durations` block pytest printed in a lane's log: (seconds, test id), slowest first."""
+    found: list[tuple[float, str]] = []
+    inside = False
+    for line in log.splitlines():
+        if _SLOWEST.match(line.strip()):
+            inside, found = True, []
+            continue
+        match = _DURATION.match(line.strip()) if inside else None
+        if match:
+            found.append((float(match.group(1)), f"{match.group(3)} ({match.group(2)})"))
+        elif inside and found:
+            inside = False
+    return sorted(found, reverse=True)[:count]
+
+
+def pytest_summary(log: str) -> str | None:
+    lines = [m.group("line") for line in log.splitlines() if (m := _SUMMARY.match(line.strip()))]
+    return lines[-1] if lines else None
+
+
+def document(results: Sequence[Result], *, machine: str, fast_log: str | None, when: datetime | None = None) -> str:
+    when = when or datetime.now(UTC)
+    stages = " → ".join(" ‖ ".join(" + ".join(track) for track in stage) for stage in STAGES)
+    out = [
+        "# CI: lanes, their time, their claims",
+        "",
+        f"Written by `.ci/run` (`python3 -m tools.ci run --write docs/ci.md`) from its run of "
+        f"{when:%Y-%m-%d %H:%M} UTC on {machine}: **{_wall(stage_wall(results))}** in all "
+        f"({'every lane passed' if all(r.ok for r in results) else 'a lane failed'}). Stages run in order, "
+        "tracks (‖) side by side, lanes in a track (+) one after another; `.ci/run` prints the same table last.",
+        "",
+        f"Stages: {stages}",
+        "",
+        "| lane | tox envs | wall | status | claims it proves |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        lane = LANES[result.lane]
+        wall = _wall(result.seconds) if result.status != "not run" else "—"
+        claims = "<br>".join(f"• {claim}" for claim in lane.claims)
+        out.append(f"| {result.lane} | {', '.join(f'`{env}`' for env in lane.envs)} | {wall} | {result.status} | "
+                   f"{claims} |")
+    if fast_log:
+        summary = pytest_summary(fast_log)
+        slow = slowest_tests(fast_log)
+        out += ["", "## The fast lane (the README's test command)", ""]
+        if summary:
+            out += [f"`{summary}` (pytest-xdist, one worker per core)", ""]
+        if slow:
+            out += ["Its ten slowest tests:", "", "| seconds | test |", "|---|---|"]
+            out += [f"| {seconds:.1f} | `{test}` |" for seconds, test in slow]
+    out += ["", "## Claims that moved", "", "| claim | where it lives now |", "|---|---|"]
+    out += [f"| {claim} | {where} |" for claim, where in MOVED]
+    out += ["", "The developer's loop: `python3 -m tools.ci changed --run` runs the lanes a change touches "
+            "(by its paths against `main`; `--base REF` for another)."]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,107 @@
+"""Run lanes, timed: `uvx --with tox-uv tox -e ENVS` per lane, stages in order, tracks side by side.
+
+    run_stages(stages, logs) -> list[Result]    stops after the first stage with a failed lane
+    run_lanes(names, logs) -> list[Result]      one track, one after another (the developer's loop)
+
+Each lane's output goes to `logs/<lane>.log`; the first track of a stage also streams it. A
+lane's wall time is measured around its tox call (environment creation included). A lane never
+run (an earlier stage failed) is reported with status "not run".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from tools.ci.lanes import LANES
+
+Status = str  # "passed", "failed (exit N)", "not run"
+
+
+@dataclass(frozen=True)
+class Result:
+    lane: str
+    seconds: float
+    status: Status
+    log: Path | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+
+def tox_argv(lane: str) -> list[str]:
+    uvx = shutil.which("uvx") or "uvx"
+    return [uvx, "--with", "tox-uv", "tox", "-e", ",".join(LANES[lane].envs)]
+
+
+def run_lane(lane: str, logs: Path, *, stream: TextIO | None) -> Result:
+    """One lane's tox call; its output to `logs/<lane>.log` (and to `stream`, live)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{lane}.log"
+    started = time.monotonic()
+    with log.open("w") as out, subprocess.Popen(tox_argv(lane), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, text=True, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            if stream is not None:
+                stream.write(line)
+                stream.flush()
+        code = proc.wait()
+    return Result(lane, time.monotonic() - started, "passed" if code == 0 else f"failed (exit {code})", log)
+
+
+def _track(lanes: Sequence[str], logs: Path, stream: TextIO | None, into: list[Result]) -> None:
+    for lane in lanes:
+        result = run_lane(lane, logs, stream=stream)
+        into.append(result)
+        if not result.ok:  # the rest of this track would only pile failures on the first
+            into.extend(Result(rest, 0.0, "not run", None) for rest in lanes[lanes.index(lane) + 1:])
+            return
+
+
+def run_stage(tracks: Sequence[Sequence[str]], logs: Path, *, stream: TextIO = sys.stdout) -> list[Result]:
+    """The tracks side by side; the first streams, the others' logs are printed after."""
+    results: list[list[Result]] = [[] for _ in tracks]
+    threads = [threading.Thread(target=_track, args=(track, logs, stream if i == 0 else None, results[i]))
+               for i, track in enumerate(tracks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for track, done in zip(tracks[1:], results[1:], strict=True):
+        stream.write(f"----- {', '.join(track)} (run beside {', '.join(tracks[0])}) -----\n")
+        for result in done:
+            if result.log is not None:
+                stream.write(result.log.read_text())
+        stream.flush()
+    return [result for done in results for result in done]
+
+
+def run_stages(stages: Sequence[Sequence[Sequence[str]]], logs: Path, *, stream: TextIO = sys.stdout) -> list[Result]:
+    results: list[Result] = []
+    for index, tracks in enumerate(stages):
+        done = run_stage(tracks, logs, stream=stream)
+        results += done
+        if not all(result.ok for result in done):
+            results += [Result(lane, 0.0, "not run", None)
+                        for later in stages[index + 1:] for track in later for lane in track]
+            break
+    return results
+
+
+def run_lanes(lanes: Sequence[str], logs: Path, *, stream: TextIO = sys.stdout) -> list[Result]:
+    return run_stage([list(lanes)], logs, stream=stream)
+
+
+def machine() -> str:
+    return f"{os.cpu_count() or '?'} cores"

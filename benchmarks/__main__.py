@@ -1,5 +1,6 @@
 """Every benchmark in one run: overhead (instant stub), load (Miles-scale concurrency), where
-torch is installed (the `demo` group) the reference engine, and with `--sglang` real SGLang on
+torch is installed (the `demo` group) the reference engine and a real episode's CPU in the demo
+with and without the harness program's bytecode, and with `--sglang` real SGLang on
 CPU (its venv is built on first use) — each section of docs/performance.md written by this one
 invocation with `--write`. (The router benchmark needs smg: `benchmarks.router_load`.)
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from benchmarks import load, overhead, reference, sglang_cpu
+from benchmarks import harness, load, overhead, reference, sglang_cpu
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -25,9 +26,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     flags = [flag for flag, on in (("--tiny", args.tiny), ("--write", args.write)) if on]
     lines = [*overhead.main(flags), *load.main(flags)]
     if importlib.util.find_spec("torch") is None:
-        print("reference engine: skipped (needs torch: the `demo` dependency group)")
+        print("reference engine, harness: skipped (need torch: the `demo` dependency group)")
     else:
-        lines += reference.main(flags)
+        lines += [*reference.main(flags), *harness.main(flags)]
     if args.sglang:
         lines += sglang_cpu.main(flags)
     return lines

@@ -27,6 +27,9 @@ from hypothesis import settings as hypothesis_settings
 
 from adapter.config.settings import Settings
 
+# Tests-only tasksets (fixtures/tasksets: arith-mini-v1, two of arith-v1's tasks for eval-heavy tests).
+FIXTURE_TASKSETS = Path(__file__).resolve().parents[1] / "fixtures" / "tasksets"
+
 # `sglang_cpu_server`: real SGLang on CPU for the whole suite (skips unless VF_SGLANG_CPU=1)
 pytest_plugins = ["e2e.sglang_cpu.fixtures"]
 
@@ -52,7 +55,7 @@ def fixture_tasksets_importable() -> None:
     from adapter.rollout.bundled import add_env_sources
     from adapter.rollout.generations import installed
 
-    add_env_sources([installed().bundled_tasksets()])
+    add_env_sources([installed().bundled_tasksets(), FIXTURE_TASKSETS])
     bin_dir = str(Path(sys.executable).parent)
     if shutil.which("uv") is None and (Path(bin_dir) / "uv").exists():
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])

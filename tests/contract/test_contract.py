@@ -138,5 +138,11 @@ async def test_tool_reward_needs_the_tool_to_really_run(qwen3_tokenizer) -> None
     groups = await run_groups(qwen3_tokenizer, "echo-tool-v1", reply, rollout_batch_size=2, n_samples_per_prompt=1,
                               rollout_max_response_len=64, rollout_max_context_len=2048)
     by_task = {group[0].metadata["verifiers"]["task_index"]: group[0] for group in groups}
-    assert (by_task[0].reward, by_task[1].reward) == (1.0, 0.0)
-    assert 0 in by_task[0].loss_mask and by_task[0].loss_mask[-1] == 1
+    called = by_task[0]
+    assert (called.reward, by_task[1].reward) == (1.0, 0.0)
+    # the tool's reply is in the sample, never trained on: mask 0 between the two sampled turns
+    assert called.loss_mask[0] == 1 and called.loss_mask[-1] == 1 and 0 in called.loss_mask
+    response = called.tokens[-called.response_length:]
+    unmasked = load_tokenizer(str(qwen3_tokenizer)).decode(
+        [t for t, m in zip(response, called.loss_mask, strict=True) if not m])
+    assert "<tool_response>" in unmasked and "STAMP-" in unmasked

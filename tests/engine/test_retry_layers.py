@@ -19,8 +19,9 @@ ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
 async def test_an_always_503_engine_gets_at_most_3_calls_per_model_turn(qwen3_tokenizer, sglang_mock) -> None:
     sglang_mock.default = Fault(status=503, body={"error": "scripted: always unavailable"})
     host, port = sglang_mock.url.removeprefix("http://").split(":")
+    # arith-mini-v1: the eval runs 2 traces, not arith-v1's 12 (one harness process each); any trace shows the bound
     args = argparse.Namespace(
-        verifiers_config=str(ENVS / "arith-v1.toml"), hf_checkpoint=str(qwen3_tokenizer),
+        verifiers_config=str(ENVS / "arith-mini-v1.toml"), hf_checkpoint=str(qwen3_tokenizer),
         renderer_model_name="Qwen/Qwen3-0.6B", rollout_global_dataset=False, rollout_batch_size=1,
         n_samples_per_prompt=1, rollout_max_response_len=32, rollout_max_context_len=1024,
         sglang_router_ip=host, sglang_router_port=int(port), eval_interval=1, n_samples_per_eval_prompt=1,

@@ -233,7 +233,8 @@ async def test_real_episodes_inside_miles_pass_miles_checks(miles, qwen3_tokeniz
     from tests.rollout.test_episodes import arith_policy, miles_args
 
     sglang_mock.default = arith_policy(load_tokenizer(str(qwen3_tokenizer)))
-    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", eval_interval=1, reward_key=None,
+    # arith-mini-v1: arith-v1's first two tasks (the eval runs each; arith-v1's 12 cost ~20 s of harness CPU)
+    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-mini-v1", eval_interval=1, reward_key=None,
                       eval_reward_key="correct")
     constructor, train_input, eval_input, train_output, eval_output = abi_types()
     fn = VerifiersRolloutFn(constructor(args=args, data_source=None))
@@ -246,4 +247,4 @@ async def test_real_episodes_inside_miles_pass_miles_checks(miles, qwen3_tokeniz
     evaluated = await fn(eval_input(rollout_id=0))
     assert isinstance(evaluated, eval_output)
     assert_eval_ok(evaluated, miles.Sample)
-    assert set(evaluated.data["arith-v1"]["rewards"]) <= {0.0, 0.5, 1.0}  # `correct`: right, off by one, wrong
+    assert set(evaluated.data["arith-mini-v1"]["rewards"]) <= {0.0, 0.5, 1.0}  # `correct`: right, off by one, wrong

@@ -11,7 +11,10 @@ versions`, twice, and checks each environment holds what it held before the othe
     VF_SGLANG_LANE_ISOLATION=rl-cpu uv run pytest -m lane_isolation   # by hand, naming the lanes
 
 It needs uv (and tox through `uv tool run`) and uv's cache or PyPI, so outside that lane it skips.
-The lane's own verdict is not this test's: it checks the environments, whatever the lane found.
+The lane's own verdict is not this test's: it checks the environments, whatever the lane found, so
+the lane runs with `--notest` (tox creates and syncs its env, where the redirect was written, and
+skips its commands: mypy twice cost the lane 2-4 minutes), and no environment here compiles
+bytecode (UV_COMPILE_BYTECODE is the lanes' own speed-up; here it would compile torch twice).
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def _copy_checkout(dest: Path) -> Path:
 def _clean_env() -> dict[str, str]:
     """The caller's environment without this test's own venv (a tox lane's or the project's)."""
     env = {key: value for key, value in os.environ.items()
-           if key not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH", "PYTHONHOME", ENABLE}
+           if key not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH", "PYTHONHOME", "UV_COMPILE_BYTECODE",
+                          ENABLE}
            and not key.startswith(("TOX_", "_TOX"))}
     if sys.prefix != sys.base_prefix:  # inside a venv: its bin/ off PATH
         here = Path(sys.prefix).resolve()
@@ -96,7 +100,7 @@ def test_a_lane_and_uv_run_leave_each_others_environment_alone(tmp_path: Path, l
     lane_env, project_env = checkout / ".tox" / lane, checkout / ".venv"
 
     def tox() -> subprocess.CompletedProcess[str]:
-        return _run([_uv(), "tool", "run", "--with", "tox-uv", "tox", "-e", lane], checkout, timeout=1800)
+        return _run([_uv(), "tool", "run", "--with", "tox-uv", "tox", "-e", lane, "--notest"], checkout, timeout=1800)
 
     def versions() -> None:
         result = _run([_uv(), "run", "vf-sglang", "versions"], checkout, timeout=900)

@@ -108,6 +108,15 @@ MOVED: tuple[tuple[str, str], ...] = (
     ("the lr-0 control's middle steps (2, 3)",
      "dropped: the control's claim is its first and last windows; KL and weight versions are judged on every "
      "learning step and on the control steps that run"),
+    ("tests/rl_cpu, tests/miles_cpu and tests/canary's pure checks (run twice before)",
+     "fast only: rl-cpu runs just the tests that need torch or matplotlib, canary just the planted release "
+     "(it needs the package index), miles none"),
+    ("a tool's reward needs the tool to really run (proved twice in fast before)",
+     "tests/contract only (fast and every matrix cell), which also checks the tool response is in the sample "
+     "unmasked; the copy in tests/rollout/test_episodes.py is gone"),
+    ("≤ 3 engine calls per failing model turn; real episodes pass Miles' checks in eval",
+     "fast, on arith-mini-v1 (tests only: 2 of arith-v1's 12 tasks): one harness process per eval trace, "
+     "so 12 → 2 traces (61 → 17 s of CPU); every trace is judged, as before"),
     ("the GPU plan's installs compile bytecode (new), rehearsed on CPU",
      "sglang-cpu: its SGLang venv and generation B's venv-vf040 install with --compile-bytecode; the fast "
      "lane's rehearsal of the GPU steps installs without it (35-45 s a time) and the snapshot locks the flag"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tools.ci.affected import affected
-from tools.ci.lanes import LANES, STAGES, lane_order
+from tools.ci.lanes import LANES, NOT_IN_CI, STAGES, lane_order
 from tools.ci.report import document, slowest_tests, stage_wall, table
 from tools.ci.runner import Result, run_stages
 
@@ -21,8 +21,6 @@ REPO = Path(__file__).resolve().parents[2]
 # Lanes that start a real SGLang server (or two): never beside each other (memory: SGLang sizes its
 # KV cache from the machine's free memory, and a second server beside it once left none).
 STARTS_SGLANG = {"sglang-cpu", "sglang-cpu-0516", "rl-cpu", "miles"}
-# tox envs CI does not run, each with why.
-NOT_IN_CI = {"e2e-gpu": "needs CUDA: the GPU tier runs on GPU runners"}
 
 
 def _tox_envs() -> set[str]:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from tools.ci.lanes import LANES, MOVED, STAGES
+from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, STAGES
 from tools.ci.runner import Result
 
 _SLOWEST = re.compile(r"^=+ slowest (\d+) durations =+$")
@@ -93,6 +93,8 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
             out += [f"| {seconds:.1f} | `{test}` |" for seconds, test in slow]
     out += ["", "## Claims that moved", "", "| claim | where it lives now |", "|---|---|"]
     out += [f"| {claim} | {where} |" for claim, where in MOVED]
+    out += ["", "## tox envs CI does not run", "", "| env | why |", "|---|---|"]
+    out += [f"| {env} | {why} |" for env, why in NOT_IN_CI.items()]
     out += ["", "The developer's loop: `python3 -m tools.ci changed --run` runs the lanes a change touches "
             "(by its paths against `main`; `--base REF` for another)."]
     return "\n".join(out) + "\n"

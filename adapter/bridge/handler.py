@@ -154,7 +154,7 @@ async def _generate(state: BridgeState, body: bytes | Mapping[str, Any], session
     output = await state.engine.generate(request, budget=budget)
     reply = Reply(200, dumps(to_renderers_response(output)))
     state.budgets.settle(session_id, prompt_len)
-    state.stats.record(session_id, output.meta_info)  # a validated output only
+    state.stats.record(session_id, output.meta_info, prompt_len=prompt_len)  # a validated output only
     return reply
 
 

@@ -8,6 +8,9 @@ trace's `RolloutStats` and folds them into its samples the way Miles'
 
   * `weight_versions`: SGLang's `weight_version` of every turn, in order (on every sample of
     the rollout: each was generated under those weights);
+  * `turns`: per engine call, where its output starts in the token sequence (the prompt's
+    length) and its weight-version spans relative to that output, so a Miles whose `Sample`
+    holds `WeightVersionsPerCall` gets spans at absolute offsets (`adapter.rollout.weight_spans`);
   * `prefix_cache_info`: summed `cached_tokens` and `prompt_tokens` (on the rollout's main
     sample only, so summing over samples counts each engine call once);
   * `spec_info`: summed speculative-decoding counters, only when the engine reports them
@@ -44,6 +47,31 @@ def answer_versions(meta: MetaInfo) -> list[str]:
     return [] if meta.weight_version is None else [str(meta.weight_version)]
 
 
+@dataclass(frozen=True)
+class TurnVersions:
+    """One engine call: its output is tokens [output_start, output_start + output_len) of the
+    sequence it extends; `spans` are (version, start, end) relative to that output."""
+
+    output_start: int
+    output_len: int
+    spans: tuple[tuple[str, int, int], ...]
+
+
+def turn_versions(meta: MetaInfo, output_start: int) -> TurnVersions:
+    """One answer's spans as Miles' `WeightVersionsPerCall.from_meta_info` reads them: 0.5.23's
+    `weight_versions` spans (an open end is the output's end), else `weight_version` over the
+    whole output; empty spans are dropped, as Miles drops them."""
+    output_len = len(meta.output_token_logprobs or ())
+    if meta.weight_versions:
+        spans = [(str(span.version), span.start or 0, output_len if span.end is None else span.end)
+                 for span in meta.weight_versions]
+    elif meta.weight_version is not None:
+        spans = [(str(meta.weight_version), 0, output_len)]
+    else:
+        spans = []
+    return TurnVersions(output_start, output_len, tuple(span for span in spans if span[1] < span[2]))
+
+
 @dataclass
 class RolloutStats:
     """Everything the engine reported for one session (one trace), summed over its turns."""
@@ -54,10 +82,14 @@ class RolloutStats:
     prompt_tokens: int = 0
     spec: dict[str, int] | None = None  # None: the engine never reported speculative counters
     last_finish: str | None = None
+    # per call, in order; only calls whose prompt length the bridge knew (not part of equality)
+    turns: list[TurnVersions] = field(default_factory=list, compare=False)
 
-    def add(self, meta: MetaInfo) -> None:
+    def add(self, meta: MetaInfo, *, prompt_len: int | None = None) -> None:
         self.calls += 1
         self.weight_versions += answer_versions(meta)
+        if prompt_len is not None:
+            self.turns.append(turn_versions(meta, prompt_len))
         self.cached_tokens += meta.cached_tokens or 0
         self.prompt_tokens += meta.prompt_tokens or 0
         if any(getattr(meta, key) is not None for key in SPEC_KEYS):
@@ -92,10 +124,11 @@ class SessionStats:
     def __len__(self) -> int:
         return len(self._by_session)
 
-    def record(self, session_id: str | None, meta: MetaInfo) -> None:
-        """Fold one validated `/generate` output's `meta_info` in (nothing without a session)."""
+    def record(self, session_id: str | None, meta: MetaInfo, *, prompt_len: int | None = None) -> None:
+        """Fold one validated `/generate` output's `meta_info` in (nothing without a session);
+        `prompt_len`: the request's prompt tokens, where this answer's output starts."""
         if session_id:
-            self._by_session.touch(session_id, RolloutStats).add(meta)
+            self._by_session.touch(session_id, RolloutStats).add(meta, prompt_len=prompt_len)
 
     def record_abort(self, session_id: str | None) -> None:
         """The engine aborted this session's request (there is no valid output to fold in)."""

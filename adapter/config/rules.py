@@ -86,6 +86,10 @@ RULES: tuple[Rule, ...] = (
          "{recompute_logprobs_via_prefill} is set: the adapter does not re-score rollouts by SGLang "
          "prefill, so rollout_log_probs would silently stay the sampling (decode) logprobs; remove "
          "{recompute_logprobs_via_prefill}"),
+    Rule("keep_sampling_mask", lambda s, _: s.keep_sampling_mask,
+         "{keep_sampling_mask} is set: Miles would train against SGLang's truncated sampling support "
+         "(rollout_sampling_mask_ids/offsets), which Verifiers' traces do not carry, so the adapter cannot "
+         "fill it; remove {keep_sampling_mask} (truncated sampling then trains on the full distribution)"),
     Rule("eval_group_rm", lambda s, _: s.group_rm and s.eval_enabled,
          "{group_rm} with evaluation on: group reward models are not run on eval samples; "
          "remove {group_rm} or turn eval off ({eval_interval})"),

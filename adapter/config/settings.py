@@ -65,6 +65,11 @@ class Settings:
     rollout_temperature: float = 1.0
     rollout_top_p: float = 1.0
     rollout_top_k: int = -1
+    # Miles #1521: min-p sampling (0.0 disables); sent to SGLang as `min_p` when set.
+    rollout_min_p: float = 0.0
+    # Miles #1521: train against SGLang's truncated sampling support (#2595's per-token masks);
+    # Verifiers' traces carry no sampling support, so the adapter refuses it (adapter.config.rules).
+    keep_sampling_mask: bool = False
     rollout_min_new_tokens: int | None = None
     rollout_stop: tuple[str, ...] | None = None
     rollout_stop_token_ids: tuple[int, ...] | None = None

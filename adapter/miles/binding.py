@@ -16,10 +16,11 @@ from typing import Any
 
 from adapter.config.settings import Settings
 from adapter.engine.client import router_url
-from adapter.miles.abi import abi_types
+from adapter.miles.abi import abi_types, rollout_fn_base
 from adapter.rollout.hooks import miles_hooks
 from adapter.rollout.job import prepare_orchestrator
 from adapter.rollout.orchestrator import Orchestrator
+from adapter.rollout.samples import flatten
 
 
 def build_orchestrator(args: Any, data_source: Any = None) -> Orchestrator:
@@ -36,12 +37,25 @@ def _eval_engine(rollout_input: Any) -> Any:
     return None if state_args is None else (lambda: router_url(state_args))
 
 
-class VerifiersRolloutFn:
+def _stamp_trainer_model_id(groups: list[list[Any]], model_id: str | None) -> None:
+    """Miles #2637 (multi-policy runs): every sample carries the policy its train input named."""
+    if model_id is not None:
+        for group in groups:
+            for sample in flatten(group):
+                sample.trainer_model_id = model_id
+
+
+# Decided when Miles imports this module by path: `BaseRolloutFn` where the installed Miles has it.
+_ROLLOUT_FN_BASE: Any = rollout_fn_base()
+
+
+class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' BaseRolloutFn, or object
     """Miles' class ABI: constructed once with `RolloutFnConstructorInput(args, data_source)`,
-    then awaited with a train input (rollout_id) or an eval input."""
+    then awaited with a train input (rollout_id) or an eval input. It subclasses Miles'
+    `BaseRolloutFn` where the installed Miles has one (#1845), which Miles then requires."""
 
     def __init__(self, constructor_input: Any) -> None:
-        self.constructor_input = constructor_input
+        self.constructor_input = constructor_input  # what BaseRolloutFn.__init__ stores
         self.args = constructor_input.args
         self.orchestrator = build_orchestrator(self.args, constructor_input.data_source)
 
@@ -60,6 +74,7 @@ class VerifiersRolloutFn:
             return eval_output(data=result.data, metrics=result.metrics)
         train = await self.orchestrator.train(rollout_input.rollout_id,
                                               weight_version=getattr(rollout_input, "weight_version", None))
+        _stamp_trainer_model_id(train.groups, getattr(rollout_input, "trainer_model_id", None))
         return train_output(samples=train.groups, metrics=train.metrics)
 
     def save(self, *args: Any) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import importlib
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,20 @@ def sample_class() -> type[Sample]:
     (resolved,) = miles_or_ours("miles.utils.types", {"Sample": Sample})
     sample: type[Sample] = resolved  # field-compatible (tests/miles/test_miles_standin.py)
     return sample
+
+
+@functools.cache
+def span_classes() -> tuple[type, type] | None:
+    """`(WeightVersionsPerCall, WeightVersionSpan)` when the installed Miles' `Sample` holds weight
+    versions as spans per engine call (Miles #1891 on), else None: `weight_versions` is then
+    `list[str]`, one version per turn (Miles main at 31f1ca961, miles-rl 0.0.2, and ours).
+    Decided by what `miles.utils.types` has, never by a version string."""
+    try:
+        types = importlib.import_module("miles.utils.types")
+    except ImportError:
+        return None
+    per_call, span = getattr(types, "WeightVersionsPerCall", None), getattr(types, "WeightVersionSpan", None)
+    return None if per_call is None or span is None else (per_call, span)
 
 
 # The field that carries the routing key (the trace id): Miles from #1703 on, then miles-rl 0.0.2.

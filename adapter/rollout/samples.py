@@ -4,7 +4,9 @@ Consumes Verifiers traces (any object with the `Trace` attributes this module re
 `task.data`, `branches`, `rewards`, `reward`, `metrics`, `stop_condition`, `errors`/`error`,
 `has_error`, `is_truncated`, `last_reply`); branches carry `index`, `token_ids`,
 `sampled_mask`, `logprobs` (0.0 on unsampled positions); optionally the engine's per-session
-`RolloutStats` (adapter.bridge.stats), keyed by trace id.
+`RolloutStats` (adapter.bridge.stats), keyed by trace id. `weight_versions` takes the shape the
+installed Miles' `Sample` declares: one version string per turn, or (Miles #1891 on) one
+`WeightVersionsPerCall` per model turn with spans at absolute offsets in `tokens`.
 Emits samples of `sample_class()` (Miles' own class when Miles is importable). One trace is
 one rollout, routed by `routing_key = trace.id` (miles-rl 0.0.2: `session_id`); the siblings of
 a multi-branch rollout share an int `rollout_id` (unique in the run, from the caller's counter),
@@ -28,7 +30,8 @@ from typing import Any
 
 from adapter.bridge.stats import RolloutStats
 from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
-from adapter.rollout.sample_type import Sample, Status, identity_fields, sample_class
+from adapter.rollout.sample_type import Sample, Status, identity_fields, sample_class, span_classes
+from adapter.rollout.weight_spans import turn_spans
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
 # traces), "trace_error" (a trace recorded an error, or broke a Sample invariant),
@@ -156,8 +159,21 @@ def trace_to_samples(trace: Any, *, rollout_id: int, reward_key: str | None = No
         )
         if stats is not None:
             stats.apply(sample, main=position == len(branches) - 1)
+            _spans_per_turn(sample, mask, stats)
         samples.append(sample)
     return samples
+
+
+def _spans_per_turn(sample: Any, mask: list[bool], stats: RolloutStats) -> None:
+    """Where Miles' `Sample` holds `list[WeightVersionsPerCall]` (#1891 on): one per model turn,
+    its spans at the turn's absolute offsets (`adapter.rollout.weight_spans`), replacing the
+    per-turn strings `stats.apply` wrote for the older `list[str]` field."""
+    classes = span_classes()
+    if classes is None:
+        return
+    per_call, span = classes
+    sample.weight_versions = [per_call(spans=[span(version=v, abs_start=a, abs_end=b) for v, a, b in spans])
+                              for spans in turn_spans(mask, stats.turns)]
 
 
 def as_entry(samples: list[Any]) -> Entry:

@@ -28,6 +28,7 @@ CASES = {
                        "--use-rollout-indexer-replay"),
     "recompute_logprobs_via_prefill": ({"recompute_logprobs_via_prefill": True}, OK_ENV,
                                        "--recompute-logprobs-via-prefill"),
+    "keep_sampling_mask": ({"keep_sampling_mask": True, "rollout_top_p": 0.9}, OK_ENV, "--keep-sampling-mask"),
     "eval_group_rm": ({"group_rm": True, "eval_interval": 5}, OK_ENV, "--group-rm"),
     "empty_taskset": ({}, EnvFacts(task_count=0, has_group_reward=False), "zero tasks"),
     "group_reward_train_n": ({"n_samples_per_prompt": 1}, GROUP_ENV, "--n-samples-per-prompt"),

@@ -7,6 +7,7 @@ Skipped where the installed Verifiers has no `verifiers.v1.utils.loaders` (gener
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -72,11 +73,12 @@ def arith_settings(qwen3_tokenizer: Any) -> Settings:
 
 
 async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_tokenizer) -> None:
+    """Also: Miles' --rollout-min-p (#1521) reaches SGLang on every B turn."""
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     seen: list[TraceView] = []
     async with served(asgi_app(engine)) as url:
-        settings = arith_settings(qwen3_tokenizer)
+        settings = dataclasses.replace(arith_settings(qwen3_tokenizer), rollout_min_p=0.05)
         orchestrator = prepare_orchestrator(settings, engine_url=url)
         run_group = orchestrator.backend.run_group
 
@@ -93,6 +95,7 @@ async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_to
         # `Branch.trainable` exists from verifiers 0.4.0 on; 0.3.x branches are all trainable.
         assert trace.error is None and trace.branches
         assert all(getattr(b, "trainable", True) for b in trace.branches)
+    assert [r.body["sampling_params"]["min_p"] for r in engine.generate_requests()] == [0.05, 0.05]
 
 
 async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_tokenizer) -> None:

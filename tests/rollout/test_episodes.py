@@ -62,11 +62,14 @@ def all_samples(groups: list[list[Any]]) -> list[Any]:
 
 
 async def test_train_returns_batch_of_full_valid_groups(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    """Also: Miles' --rollout-min-p (#1521) reaches SGLang on every turn."""
     sglang_mock.default = arith_policy(tokenizer)
-    fn = VerifiersRolloutFn(RolloutFnConstructorInput(miles_args(qwen3_tokenizer, sglang_mock, "arith-v1"), None))
+    args = miles_args(qwen3_tokenizer, sglang_mock, "arith-v1", rollout_min_p=0.05)
+    fn = VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
     out = await fn(RolloutFnTrainInput(rollout_id=0))
     assert [len(group) for group in out.samples] == [2, 2]
     sampled = [r.body for r in sglang_mock.generate_requests()]
+    assert {b["sampling_params"]["min_p"] for b in sampled} == {0.05}
     for sample in all_samples(out.samples):
         assert len(sample.rollout_log_probs) == len(sample.loss_mask) == sample.response_length > 0
         assert all(math.isfinite(lp) for lp in sample.rollout_log_probs)

@@ -214,6 +214,8 @@ def sampling_config(settings: Settings) -> Any:
     extra: dict[str, Any] = {}
     if settings.apply_chat_template_kwargs:
         extra["chat_template_kwargs"] = dict(settings.apply_chat_template_kwargs)
+    if settings.rollout_min_p > 0:
+        extra["min_p"] = settings.rollout_min_p
     values: dict[str, Any] = {
         "temperature": settings.rollout_temperature,
         "top_p": settings.rollout_top_p,

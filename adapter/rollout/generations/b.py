@@ -131,6 +131,7 @@ def sampling_config(settings: Settings, seed: int | None) -> Any:
         "temperature": settings.rollout_temperature, "top_p": settings.rollout_top_p,
         "max_tokens": settings.rollout_max_response_len, "top_k": settings.rollout_top_k,
         "min_tokens": settings.rollout_min_new_tokens, "seed": seed,
+        "min_p": settings.rollout_min_p if settings.rollout_min_p > 0 else None,
     }
     if settings.apply_chat_template_kwargs:
         values["chat_template_kwargs"] = dict(settings.apply_chat_template_kwargs)

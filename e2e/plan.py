@@ -37,11 +37,11 @@ Megatron-LM, the model's Megatron flags); the adapter goes into a `--system-site
 pip (which keeps the image's packages; `check-image-kept` proves torch, transformers, openai, ray,
 sglang and miles still import from the image); the HF checkpoint is converted with Miles' tool;
 a Ray head is started; and the command and environment of `adapter.miles.launcher.miles_command`
-(what `vf-sglang miles-command` prints) run Miles' `train.py` with `MILES_USE_LEGACY_ROLLOUT_V1=1`
-(the legacy `generate_rollout`), code-golf-v1 from a `[taskset]`-only config (its default
-harness, with tools), Miles-managed SGLang (one engine per GPU behind Miles' router), Miles' flags
-and one GRPO step, dumping `--dump-details`; `e2e.verify --miles-dump` then checks Miles' own
-`rollout_data/0.pt` as Miles' E2E does.
+(what `vf-sglang miles-command` prints) run Miles' `train.py` with the class `VerifiersRolloutFn`
+(Miles' E2E from #2695 on; `--miles-abi legacy`: the legacy `generate_rollout`), code-golf-v1
+from a `[taskset]`-only config (its default harness, with tools), Miles-managed SGLang (one engine
+per GPU behind Miles' router), Miles' flags and one GRPO step, dumping `--dump-details`;
+`e2e.verify --miles-dump` then checks Miles' own `rollout_data/0.pt` as Miles' E2E does.
 
 CPU tier: the same shape against the reference engine and the bundled tasksets.
 """
@@ -113,6 +113,9 @@ class PlanOptions:
     miles_sglang_version: str = "0.5.16"  # the SGLang Miles' image pins
     miles_gpus: int = 2  # Miles' E2E: colocated training, one SGLang engine per GPU behind Miles' router
     miles_model_type: str = "qwen3-0.6B"  # Miles' scripts/models/<type>.py (MILES_MODEL_ARGS)
+    # class: `VerifiersRolloutFn`, as Miles' E2E runs it from #2695 on; legacy: `generate_rollout`
+    # (MILES_USE_LEGACY_ROLLOUT_V1=1), as it ran it before
+    miles_abi: Literal["class", "legacy"] = "class"
     # every `uv pip install` compiles the venv's bytecode (each process then reads it, whatever
     # PYTHONDONTWRITEBYTECODE says); False only where a CPU rehearsal repeats installs to test steps
     compile_bytecode: bool = True
@@ -344,7 +347,8 @@ def miles_launch(options: PlanOptions, *, base: BaseInterpreter, run: str) -> Mi
         config=str(MILES_CONFIG), hf_checkpoint=model_dir,
         miles_args=miles_train_args(options, model_dir=model_dir, dump=f"{run}/dump"),
         env_source_dirs=[env_src],
-        extra_env_vars={"MILES_USE_LEGACY_ROLLOUT_V1": "1", "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
+        extra_env_vars={"MILES_USE_LEGACY_ROLLOUT_V1": "1" if options.miles_abi == "legacy" else "0",
+                        "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
                         "CUDA_DEVICE_MAX_CONNECTIONS": "1", "MASTER_ADDR": "127.0.0.1",
                         "no_proxy": "127.0.0.1,localhost,::1"},
         ambient={},  # the plan is data: nothing of the machine that prints it leaks into it
@@ -354,8 +358,9 @@ def miles_launch(options: PlanOptions, *, base: BaseInterpreter, run: str) -> Mi
 
 
 def miles_gpu_plan(options: PlanOptions) -> list[Step]:
-    """Miles' own E2E, step by step, with the adapter's legacy `generate_rollout` as the rollout
-    function: Miles' `train.py` starts two SGLang engines (the image's 0.5.16) behind its router,
+    """Miles' own E2E, step by step, with the adapter as the rollout function (the class
+    `VerifiersRolloutFn`, or the legacy `generate_rollout` with `miles_abi="legacy"`): Miles'
+    `train.py` starts two SGLang engines (the image's 0.5.16) behind its router,
     runs 3 groups × 4 code-golf episodes through the adapter, trains one GRPO step and dumps
     `rollout_data/0.pt`, which `e2e.verify --miles-dump` checks as Miles' E2E does."""
     base = base_interpreter(options)
@@ -413,8 +418,11 @@ def miles_plan_notes(options: PlanOptions) -> list[str]:
     base, run = base_interpreter(options), str(Path(options.run_dir).absolute())
     return [
         f"variant: miles: Miles' train.py in Miles' image ({options.miles_root}, {options.megatron_path}, "
-        f"sglang {options.miles_sglang_version}), the adapter's legacy generate_rollout "
-        "(MILES_USE_LEGACY_ROLLOUT_V1=1), as Miles' tests/e2e/long/test_qwen3_0.6B_verifiers.py",
+        f"sglang {options.miles_sglang_version}), as Miles' tests/e2e/long/test_qwen3_0.6B_verifiers.py",
+        "rollout ABI: " + ("the class VerifiersRolloutFn (MILES_USE_LEGACY_ROLLOUT_V1=0), as Miles' E2E from #2695 "
+                           "on; --miles-abi legacy runs the legacy generate_rollout"
+                           if options.miles_abi == "class" else
+                           "the legacy generate_rollout (MILES_USE_LEGACY_ROLLOUT_V1=1), as Miles' E2E before #2695"),
         f"base interpreter: {base.executable} (Python {base.version}), {base.how}",
         "image: step check-miles-image checks miles (main), sglang, torch, ray, pip, train.py, Megatron-LM and "
         f"the {options.miles_model_type} model arguments before anything is installed",

@@ -247,7 +247,7 @@ def _gpu_options(args: argparse.Namespace, run_dir: Path) -> PlanOptions:
     options = PlanOptions(run_dir=str(run_dir), sglang_attention_backend=args.attention_backend,
                           sglang_port=args.sglang_port or free_port(), system_package=args.system_package,
                           variant=args.variant, miles_root=args.miles_root, megatron_path=args.megatron_path,
-                          miles_gpus=args.miles_gpus)
+                          miles_gpus=args.miles_gpus, miles_abi=args.miles_abi)
     base = base_interpreter(PlanOptions(base_python=args.base_python))
     return PlanOptions(**{**options.__dict__, "base_python": base.executable, "python_tag": base.lib_tag,
                           "base_python_how": base.how})
@@ -279,12 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="GPU tier, miles: Megatron-LM's checkout")
     parser.add_argument("--miles-gpus", type=int, default=PlanOptions.miles_gpus,
                         help="GPU tier, miles: GPUs for colocated training and SGLang engines (Miles' E2E: 2)")
+    parser.add_argument("--miles-abi", choices=["class", "legacy"], default=PlanOptions.miles_abi,
+                        help="GPU tier, miles: the adapter's rollout ABI (class: VerifiersRolloutFn, as Miles' E2E "
+                             "from #2695; legacy: generate_rollout with MILES_USE_LEGACY_ROLLOUT_V1=1)")
     args = parser.parse_args(argv)
     tier = args.tier
     if tier == "auto":
         tier = "gpu" if cuda_available() else "cpu"
         print(f"e2e: {tier.upper()} tier ({'CUDA found' if tier == 'gpu' else 'no CUDA: nvidia-smi absent'})")
-    default_dir = f"e2e-{tier}" + ("-miles" if tier == "gpu" and args.variant == "miles" else "")
+    miles = tier == "gpu" and args.variant == "miles"
+    default_dir = f"e2e-{tier}" + (("-miles" + ("-legacy" if args.miles_abi == "legacy" else "")) if miles else "")
     run_dir = Path(args.run_dir or REPO / "runs" / default_dir).absolute()
     notes: list[str] = []
     if tier == "gpu":

@@ -32,7 +32,8 @@ def install() -> dict[str, Any]:
     started = time.monotonic()
     miles, sglang = ensure_miles_venv(), ensure_venv(SGLANG_VERSION)
     model = build_tiny_model(progress=False)
-    ready_harness(lane.CONFIG)
+    for config in lane.CONFIGS:
+        ready_harness(config)
     return {"miles_venv": str(miles.path), "sglang_venv": str(sglang.path), "model": str(model),
             "install_s": round(time.monotonic() - started, 1)}
 

@@ -10,6 +10,12 @@ Per rollout id `r` of the run:
     `len(tokens) > response_length`, logprobs finite and ≤ 0, a routing key, the engine's
     weight version on every sample, a `verifiers` metadata block, status completed/truncated;
     no `rollout_id` key where the installed Miles has none;
+  * every dumped sample's model turns (the loss mask's runs of 1s): one weight version per model
+    turn; log-probs only on them (exactly 0.0 on every masked token); between two model turns a
+    masked span that holds a tool response (the tokenizer's `<tool_response>` id), and no tool
+    response inside a model turn, where the expectation names that id; and at least
+    `multi_turn_share` of the run's samples with two or more model turns (a tool case: the tool
+    was called and its response fed back);
   * the converted batch (`converted_<r>.json`) has the same count, per-sample token, loss-mask,
     logprob and response lengths as the dump, `raw_reward` equal to the dumped rewards and
     `rewards` equal to GRPO's per-group normalisation of them ((r - mean) / (std + 1e-6), torch's
@@ -21,6 +27,7 @@ Per rollout id `r` of the run:
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -42,7 +49,45 @@ class Expectation:
     num_rollout: int
     weight_version: str  # what the engine reports (/model_info `weight_version`)
     has_rollout_id: bool  # whether the installed Miles' Sample has the field
+    tool_response_id: int | None = None  # the tokenizer's `<tool_response>`: a tool case's masked spans hold it
+    multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
 
+
+def model_turns(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
+    """The loss mask's runs of 1s as [start, end) offsets in the response: the sampled turns."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i, bit in enumerate([*loss_mask, 0]):
+        if bit and start is None:
+            start = i
+        elif not bit and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def _turn_problems(where: str, s: Mapping[str, Any], expect: Expectation) -> list[str]:
+    mask, logprobs = list(s["loss_mask"] or []), list(s["rollout_log_probs"] or [])
+    if len(mask) != len(logprobs):
+        return []  # named by the length check
+    turns = model_turns(mask)
+    problems = []
+    versions = s.get("weight_versions") or []
+    if len(versions) != len(turns):
+        problems.append(f"{where}: {len(versions)} weight versions for {len(turns)} model turns")
+    off_turn = [i for i, (m, lp) in enumerate(zip(mask, logprobs, strict=True)) if not m and lp != 0.0]
+    if off_turn:
+        problems.append(f"{where}: log-probs on masked (not sampled) tokens at response offsets {off_turn[:5]}")
+    if expect.tool_response_id is not None:
+        response = list(s["tokens"])[len(s["tokens"]) - s["response_length"]:]
+        gaps = [(end, start) for (_, end), (start, _) in itertools.pairwise(turns)]
+        bare = [gap for gap in gaps if expect.tool_response_id not in response[gap[0]:gap[1]]]
+        if bare:
+            problems.append(f"{where}: masked spans {bare} between model turns hold no tool response")
+        trained = [turn for turn in turns if expect.tool_response_id in response[turn[0]:turn[1]]]
+        if trained:
+            problems.append(f"{where}: model turns {trained} hold a tool response: it would be trained on")
+    return problems
 
 def logged_metrics(log_text: str) -> dict[int, dict[str, Any]]:
     """Miles' `perf <rollout_id>: {...}` lines (RolloutManager's `_log_rollout_data`) as dicts."""
@@ -106,6 +151,7 @@ def dump_problems(rollout_id: int, dump: Mapping[str, Any], expect: Expectation)
             problems.append(f"dump {rollout_id}: samples {start}..{start + n - 1} span group_index {sorted(ids)}")
     for i, s in enumerate(samples):
         problems += _sample_problems(f"dump {rollout_id} sample {i}", s, expect)
+        problems += _turn_problems(f"dump {rollout_id} sample {i}", s, expect)
     return problems
 
 
@@ -155,7 +201,12 @@ def problems(dumps: Mapping[int, Mapping[str, Any]], converted: Mapping[int, Map
         found += dump_problems(rollout_id, dumps[rollout_id], expect)
         found += converted_problems(rollout_id, dumps[rollout_id], converted[rollout_id], expect)
         found += metric_problems(rollout_id, logged.get(rollout_id, {}), expect)
-    groups = [s["group_index"] for d in dumps.values() for s in d["samples"]]
+    samples = [s for d in dumps.values() for s in d["samples"]]
+    groups = [s["group_index"] for s in samples]
     if len(set(groups)) * expect.n_samples_per_prompt != len(groups):
         found.append(f"group_index values repeat across rollouts: {groups}")
+    multi = sum(len(model_turns(s["loss_mask"] or [])) >= 2 for s in samples)
+    if samples and multi < expect.multi_turn_share * len(samples):
+        found.append(f"{multi} of {len(samples)} samples have two or more model turns; the case needs at least "
+                     f"{expect.multi_turn_share:.0%}")
     return found

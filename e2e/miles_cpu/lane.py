@@ -13,9 +13,12 @@ and runs exactly that: the driver `e2e/miles_cpu/train.py` with the printed envi
 Ray workers get the printed runtime env. Afterwards `e2e.miles_cpu.checks` judges Miles' dumps,
 its converted batches and its logged metrics, and `results.json` records every case.
 
-CASES: the class ABI (0.0.2's opt-in) and the legacy function on real SGLang, the class on the
-reference engine, and a planted defect (a rollout class that cuts one loss mask short) that
-Miles' own conversion must refuse: the lane fails unless that case fails for that reason.
+CASES: the class ABI (0.0.2's opt-in) on real SGLang with echo-tool-v1 (multi-turn: the tiny model
+calls the tool in about 3 of 4 episodes, and the tool's response is fed back as a masked span), the
+legacy function on real SGLang and the class on the reference engine with arith-v1, and a planted
+defect (a rollout class that cuts one loss mask short) that Miles' own conversion must refuse: the
+lane fails unless that case fails for that reason. The tool case's rollout-0 dump is also judged by
+`python -m e2e.verify --miles-dump`, the GPU plan's verifier of Miles' own dump.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from typing import Any
 from e2e.miles_cpu import LANE_DIR_VAR, checks
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "fixtures" / "envs" / "arith-v1.toml"
+ENVS = REPO / "fixtures" / "envs"
+ARITH, ECHO_TOOL = ENVS / "arith-v1.toml", ENVS / "echo-tool-v1.toml"
 TRAIN_SCRIPT = REPO / "e2e" / "miles_cpu" / "train.py"
 PLANTED_PATH = "e2e.miles_cpu.planted.LossMaskShortRolloutFn"
 PLANTED_MESSAGE = "loss mask length"  # Miles' own assert in _convert_samples_to_train_data
@@ -48,14 +52,19 @@ class Case:
     engine: str  # "sglang" | "reference"
     legacy: bool  # the legacy function ABI (else the class)
     planted: bool = False  # expected to fail in Miles' conversion
+    config: Path = ARITH  # the EnvConfig (a bundled taskset's)
+    multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
+    verify_env: str | None = None  # run `e2e.verify --miles-dump --env <this>` on rollout 0's dump
 
 
 CASES = (
-    Case("sglang-class", "sglang", legacy=False),
+    Case("sglang-class-echo-tool", "sglang", legacy=False, config=ECHO_TOOL, multi_turn_share=0.5,
+         verify_env="echo-tool-v1"),
     Case("sglang-legacy", "sglang", legacy=True),
     Case("reference-class", "reference", legacy=False),
     Case("sglang-planted-loss-mask", "sglang", legacy=False, planted=True),
 )
+CONFIGS = tuple(dict.fromkeys(case.config for case in CASES))  # each made ready before the namespace
 
 
 @dataclass
@@ -105,7 +114,7 @@ def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoi
                     engine_url: str, model_dir: Path) -> str:
     """What `vf-sglang miles-command` prints for this case, run with the Miles venv's Python."""
     explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0"}
-    argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(CONFIG),
+    argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(case.config),
             "--hf-checkpoint", str(checkpoint), "--train-script", str(TRAIN_SCRIPT), "--python", str(venv_python),
             "--ray-address", ray_address, "--extra-env-vars", json.dumps(explicit),
             "--", *miles_args(engine_url, case_dir, model_dir)]
@@ -152,11 +161,33 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
         result.problems.append(f"the driver exited {code}: see {log_path}")
         return result
     expect = checks.Expectation(SHAPE["rollout_batch_size"], SHAPE["n_samples_per_prompt"], SHAPE["num_rollout"],
-                                weight_version=engine_version, has_rollout_id=has_rollout_id)
+                                weight_version=engine_version, has_rollout_id=has_rollout_id,
+                                tool_response_id=tool_response_id(model_dir) if case.multi_turn_share else None,
+                                multi_turn_share=case.multi_turn_share)
     dumps, converted = load_artifacts(case_dir, SHAPE["num_rollout"])
     result.problems = checks.problems(dumps, converted, checks.logged_metrics(text), expect)
+    if case.verify_env is not None:
+        result.problems += verify_dump(case_dir / "rollout_0.pt", case.verify_env)
     result.ok = not result.problems
     return result
+
+
+def tool_response_id(model_dir: Path) -> int:
+    """`<tool_response>`'s id in the served model's own tokenizer (what the renderer writes)."""
+    from transformers import AutoTokenizer
+
+    return int(AutoTokenizer.from_pretrained(str(model_dir)).convert_tokens_to_ids("<tool_response>"))
+
+
+def verify_dump(dump: Path, env_id: str) -> list[str]:
+    """`python -m e2e.verify --miles-dump` (the GPU plan's judge of Miles' own dump) on a dump real
+    Miles wrote here: its rollout 0, whose groups are 0..rollout_batch_size-1 as the verifier expects."""
+    argv = [sys.executable, "-m", "e2e.verify", "--miles-dump", str(dump), "--env", env_id,
+            "--groups", str(SHAPE["rollout_batch_size"]), "--n", str(SHAPE["n_samples_per_prompt"])]
+    done = subprocess.run(argv, cwd=str(REPO), capture_output=True, text=True, timeout=300)
+    if done.returncode == 0:
+        return []
+    return [f"e2e.verify --miles-dump {dump} exited {done.returncode}: {(done.stdout + done.stderr).strip()[-1500:]}"]
 
 
 def load_artifacts(case_dir: Path, num_rollout: int) -> tuple[dict[int, Any], dict[int, Any]]:

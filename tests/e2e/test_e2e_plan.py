@@ -231,10 +231,15 @@ def test_the_miles_train_step_is_the_launchers_command_and_environment(monkeypat
     assert printed[start:] == launch.argv
 
 
-def test_the_miles_variant_runs_miles_e2e_flags_legacy_function_and_taskset_only_config() -> None:
-    argv, args = _train()
+@pytest.mark.parametrize(("abi", "entry", "selector"), [
+    ("class", "adapter.miles.VerifiersRolloutFn", "0"),  # Miles' E2E from #2695 on (the default)
+    ("legacy", "adapter.miles.generate_rollout", "1"),  # Miles' E2E before it
+])
+def test_the_miles_variant_runs_miles_e2e_flags_either_abi_and_taskset_only_config(abi, entry, selector) -> None:
+    options = dataclasses.replace(MILES, miles_abi=abi)
+    argv, args = _train(steps_by_name(options))
     assert argv[:4] == ["ray", "job", "submit", "--address=http://127.0.0.1:8265"]
-    assert _flag(args, "--rollout-function-path") == "adapter.miles.generate_rollout"
+    assert _flag(args, "--rollout-function-path") == entry
     assert "--disable-rollout-global-dataset" in args and "--colocate" in args
     for flag, value in {"--over-sampling-batch-size": "3", "--num-rollout": "1", "--global-batch-size": "12",
                         "--rollout-batch-size": "3", "--n-samples-per-prompt": "4", "--advantage-estimator": "grpo",
@@ -247,14 +252,13 @@ def test_the_miles_variant_runs_miles_e2e_flags_legacy_function_and_taskset_only
         assert _flag(args, flag) == value, flag
     # Miles-managed SGLang: Miles starts the engines and its router (no external engine, no router address)
     assert not any(a.startswith(("--sglang-router-ip", "--rollout-external", "--debug-rollout-only")) for a in args)
-    env = steps_by_name(MILES)["miles-train"].env
-    env = dict(env)
-    assert env["MILES_USE_LEGACY_ROLLOUT_V1"] == "1" and env["VERIFIERS_CONFIG"] == str(MILES_CONFIG)
+    env = dict(steps_by_name(options)["miles-train"].env)
+    assert env["MILES_USE_LEGACY_ROLLOUT_V1"] == selector and env["VERIFIERS_CONFIG"] == str(MILES_CONFIG)
     assert env["PYTHONPATH"].split(os.pathsep) == [
         "/root/miles", "/root/Megatron-LM", f"{MILES_RUN}/venv/lib/python3.11/site-packages",
         f"{MILES_RUN}/environments/code_golf_v1", str(REPO)]
     assert tomllib.loads(MILES_CONFIG.read_text()) == {"taskset": {"id": "code-golf-v1"}}  # default harness
-    assert not any("null" in a for s in gpu_plan(MILES) for a in s.argv)
+    assert not any("null" in a for s in gpu_plan(options) for a in s.argv)
 
 
 def _namespace(args: list[str]) -> argparse.Namespace:
@@ -338,7 +342,17 @@ def test_the_miles_variants_gpu_steps_are_marked() -> None:
 def test_dry_run_prints_the_miles_variant(capsys) -> None:
     assert main(["--tier", "gpu", "--variant", "miles", "--dry-run", "--base-python", "/usr/bin/python3"]) == 0
     out = capsys.readouterr().out
-    for expected in ("variant: miles", "check-miles-image", "check-image-kept", "MILES_USE_LEGACY_ROLLOUT_V1=1",
+    for expected in ("variant: miles", "check-miles-image", "check-image-kept", "MILES_USE_LEGACY_ROLLOUT_V1=0",
+                     "--rollout-function-path adapter.miles.VerifiersRolloutFn",
                      "ray job submit --address=http://127.0.0.1:8265", "--dump-details <repo>/runs/e2e-gpu-miles/dump",
                      "e2e.verify --miles-dump <repo>/runs/e2e-gpu-miles/dump/rollout_data/0.pt"):
+        assert expected in out, expected
+
+
+def test_dry_run_prints_the_miles_variants_legacy_case_in_its_own_run_dir(capsys) -> None:
+    assert main(["--tier", "gpu", "--variant", "miles", "--miles-abi", "legacy", "--dry-run",
+                 "--base-python", "/usr/bin/python3"]) == 0
+    out = capsys.readouterr().out
+    for expected in ("MILES_USE_LEGACY_ROLLOUT_V1=1", "--rollout-function-path adapter.miles.generate_rollout",
+                     "e2e.verify --miles-dump <repo>/runs/e2e-gpu-miles-legacy/dump/rollout_data/0.pt"):
         assert expected in out, expected

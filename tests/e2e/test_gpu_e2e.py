@@ -1,8 +1,9 @@
 """The GPU tier: the whole plan (real SGLang, Qwen3-0.6B, code-golf-v1). `pytest -m gpu`.
 
 Two variants: the direct one (the adapter's `rollout` against SGLang the plan starts) and the Miles
-one (Miles' own verifiers E2E: `train.py` in Miles' image, the adapter's legacy `generate_rollout`,
-Miles' dump verified), which also needs Miles' image (`/root/miles/train.py`) and is skipped without it.
+one (Miles' own verifiers E2E: `train.py` in Miles' image, the adapter's class `VerifiersRolloutFn` as
+Miles' E2E runs it from #2695 on, and the legacy `generate_rollout` as a second case; Miles' dump
+verified), which also needs Miles' image (`/root/miles/train.py`) and is skipped without it.
 
 Marked `e2e` as well as `gpu`, so the fast lane (`-m "not e2e"`) never selects it, even on a
 machine with CUDA (tests/e2e/test_gpu_prechecks.py proves it with a faked detector); `tox -e e2e`
@@ -33,8 +34,9 @@ def test_gpu_tier_runs_grouped_rollouts_and_verifies(tmp_path) -> None:
 
 @pytest.mark.skipif(not (Path(PlanOptions.miles_root) / "train.py").is_file(),
                     reason=f"needs Miles' image ({PlanOptions.miles_root}/train.py is absent)")
-def test_gpu_tier_runs_miles_train_with_the_adapter_and_verifies_its_dump(tmp_path) -> None:
+@pytest.mark.parametrize("abi", ["class", "legacy"])  # Miles' E2E from #2695 on, and before it
+def test_gpu_tier_runs_miles_train_with_the_adapter_and_verifies_its_dump(tmp_path, abi) -> None:
     out = io.StringIO()
-    options = PlanOptions(run_dir=str(tmp_path / "run"), variant="miles")
+    options = PlanOptions(run_dir=str(tmp_path / "run"), variant="miles", miles_abi=abi)
     code = Runner(log_dir=tmp_path / "run" / "logs", out=out).run(gpu_plan(options))
     assert code == 0, out.getvalue()[-5000:]

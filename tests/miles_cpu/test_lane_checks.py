@@ -5,6 +5,7 @@ the same checks to what real Miles dumped, converted and logged."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -144,3 +145,99 @@ def test_every_case_is_judged_and_the_planted_one_must_fail() -> None:
     assert {(c.engine, c.legacy) for c in lane.CASES if not c.planted} == {("sglang", False), ("sglang", True),
                                                                           ("reference", False)}
     assert [c.name for c in lane.CASES if c.planted] == ["sglang-planted-loss-mask"]
+
+
+def test_the_multi_turn_tool_case_runs_echo_tool_on_real_sglang_with_the_class_and_verifies_the_dump() -> None:
+    (tools,) = [c for c in lane.CASES if c.multi_turn_share]
+    assert (tools.engine, tools.legacy, tools.config.name) == ("sglang", False, "echo-tool-v1.toml")
+    assert tools.multi_turn_share >= 0.5 and tools.verify_env == "echo-tool-v1"
+    assert tomllib.loads(tools.config.read_text())["max_turns"] >= 2
+    assert set(lane.CONFIGS) == {c.config for c in lane.CASES}  # each made ready outside the namespace
+
+
+# ---- The multi-turn tool case: model turns, masked tool responses, one weight version per turn.
+TOOL_RESPONSE = 151665  # Qwen3's `<tool_response>` (the lane reads it from the served tokenizer)
+TOOL_EXPECT = dataclasses.replace(EXPECT, tool_response_id=TOOL_RESPONSE, multi_turn_share=0.5)
+PROMPT = list(range(20))
+# call (3 sampled), the tool's response (4 masked, holding <tool_response>), the answer (2 sampled)
+TOOL_RESPONSE_TOKENS = [198, TOOL_RESPONSE, 99, 198]
+
+
+def _tool_sample(group: int, index: int, reward: float, *, calls: bool) -> dict:
+    sample = _sample(group, index, reward)
+    if calls:
+        response = [40, 41, 42, *TOOL_RESPONSE_TOKENS, 43, 44]
+        sample.update(tokens=PROMPT + response, response_length=len(response),
+                      loss_mask=[1, 1, 1, 0, 0, 0, 0, 1, 1],
+                      rollout_log_probs=[-0.5, -0.1, -0.01, 0.0, 0.0, 0.0, 0.0, -0.2, -0.3],
+                      weight_versions=["default", "default"])
+    return sample
+
+
+def healthy_tool_run() -> tuple[dict, dict, dict]:
+    dumps, converted, logged = healthy_run()
+    for r, rewards in enumerate(REWARDS):
+        samples = [_tool_sample(2 * r + i // 2, 4 * r + i, reward, calls=i != 3) for i, reward in enumerate(rewards)]
+        dumps[r]["samples"] = samples
+        converted[r].update(tokens=[len(s["tokens"]) for s in samples],
+                            response_lengths=[s["response_length"] for s in samples],
+                            loss_masks=[len(s["loss_mask"]) for s in samples],
+                            rollout_log_probs=[len(s["rollout_log_probs"]) for s in samples])
+    return dumps, converted, logged
+
+
+def test_a_healthy_tool_run_passes() -> None:
+    assert checks.problems(*healthy_tool_run(), TOOL_EXPECT) == []
+
+
+def test_model_turns_are_the_loss_masks_runs() -> None:
+    assert checks.model_turns([1, 1, 0, 0, 1, 0, 1, 1, 1, 0]) == [(0, 2), (4, 5), (6, 9)]
+    assert checks.model_turns([0, 0]) == [] and checks.model_turns([1]) == [(0, 1)]
+
+
+def _one_version_for_two_turns(run):
+    run[0][0]["samples"][0]["weight_versions"] = ["default"]
+
+
+def _log_prob_on_the_tool_response(run):
+    run[0][1]["samples"][1]["rollout_log_probs"][4] = -0.7
+
+
+def _tool_response_trained_on(run):  # the response's span unmasked: one model turn, and no gap
+    sample = run[0][0]["samples"][2]
+    sample["loss_mask"] = [1] * 9
+    sample["weight_versions"] = ["default"]
+
+
+def _gap_without_a_tool_response(run):
+    tokens = run[0][1]["samples"][0]["tokens"]
+    tokens[tokens.index(TOOL_RESPONSE)] = 77
+
+
+def _tool_never_called(run):
+    for dump in run[0].values():
+        for sample in dump["samples"]:
+            sample.update(loss_mask=[1, 1, 1], rollout_log_probs=[-0.5, -0.1, -0.01], response_length=3,
+                          tokens=list(range(24)), weight_versions=["default"])
+    for conv in run[1].values():
+        conv.update(tokens=[24] * 4, response_lengths=[3] * 4, loss_masks=[3] * 4, rollout_log_probs=[3] * 4)
+
+
+TOOL_PLANTED = [
+    ("one_weight_version_for_two_turns", _one_version_for_two_turns, "1 weight versions for 2 model turns"),
+    ("log_prob_on_a_masked_token", _log_prob_on_the_tool_response, "log-probs on masked (not sampled) tokens at "
+                                                                   "response offsets [4]"),
+    ("tool_response_unmasked", _tool_response_trained_on, "model turns [(0, 9)] hold a tool response"),
+    ("gap_without_tool_response", _gap_without_a_tool_response, "masked spans [(3, 7)] between model turns hold no "
+                                                                "tool response"),
+    ("tool_never_called", _tool_never_called, "0 of 8 samples have two or more model turns; the case needs at least "
+                                              "50%"),
+]
+
+
+@pytest.mark.parametrize(("plant", "fragment"), [c[1:] for c in TOOL_PLANTED], ids=[c[0] for c in TOOL_PLANTED])
+def test_each_planted_turn_defect_is_named(plant, fragment) -> None:
+    run = copy.deepcopy(healthy_tool_run())
+    plant(run)
+    found = checks.problems(*run, TOOL_EXPECT)
+    assert any(fragment in p for p in found), found

@@ -51,7 +51,9 @@ LANES: dict[str, Lane] = {
     ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "e2e/engine/*", "tests/conformance/*")),
     "e2e": Lane(("e2e",), (
         "the reference engine's tests; the CPU tier (reference engine, bundled tasksets) verified by e2e/verify.py",
-    ), ("e2e/*", "adapter/*", "tests/e2e/*", "fixtures/*", *PINS)),
+        "Miles main and each open Miles PR head's own files (fixtures/miles_next) accept a multi-turn tool sample "
+        "(validate, to_dict/from_dict, the log-prob guard), its weight-version spans, and the adapter's class",
+    ), ("e2e/*", "adapter/*", "tests/e2e/*", "tests/miles/*", "conformance/miles_next.py", "fixtures/*", *PINS)),
     "matrix": Lane(MATRIX, (
         "the contract suite and one real episode group inside each supported published verifiers/renderers pair",
     ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS)),

@@ -110,7 +110,8 @@ def engine(kind: str, checkpoint: Path, run_dir: Path) -> Iterator[tuple[str, st
     from e2e.sglang_cpu.server import serving
 
     if kind == "sglang":
-        ctx: Any = serving(SGLANG_VERSION, model_dir=checkpoint, log_path=run_dir / "sglang.log")
+        # deterministic inference: with the adapter's per-rollout seeds, every run samples alike
+        ctx: Any = serving(SGLANG_VERSION, deterministic=True, model_dir=checkpoint, log_path=run_dir / "sglang.log")
     else:
         ctx = reference_engine(checkpoint, run_dir / "reference-engine.log")
     with ctx as running:

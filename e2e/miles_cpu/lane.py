@@ -88,10 +88,14 @@ def megatron_model_args(model_dir: Path) -> list[str]:
     return args if config.get("tie_word_embeddings", True) else [*args, "--untie-embeddings-and-output-weights"]
 
 
-def miles_args(engine_url: str, case_dir: Path, model_dir: Path) -> list[str]:
+def miles_args(engine_url: str, case_dir: Path, model_dir: Path, *, deterministic: bool = False) -> list[str]:
+    """Miles' flags for a case. `deterministic`: the engine runs SGLang's deterministic inference,
+    and Miles' `--sglang-enable-deterministic-inference` makes the adapter seed every rollout
+    (`rollout_seed + position × n + i`), so a case samples the same tokens on every run."""
     addr = engine_url.removeprefix("http://")
     host, port = addr.rsplit(":", 1)
-    return ["--debug-rollout-only", "--rollout-external", "--rollout-external-engine-addrs", addr,
+    seeded = ["--sglang-enable-deterministic-inference"] if deterministic else []
+    return [*seeded, "--debug-rollout-only", "--rollout-external", "--rollout-external-engine-addrs", addr,
             "--sglang-router-ip", host, "--sglang-router-port", port,
             "--rollout-num-gpus", "1", "--rollout-num-gpus-per-engine", "1",
             "--num-rollout", str(SHAPE["num_rollout"]), "--rollout-batch-size", str(SHAPE["rollout_batch_size"]),
@@ -117,7 +121,7 @@ def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoi
     argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(case.config),
             "--hf-checkpoint", str(checkpoint), "--train-script", str(TRAIN_SCRIPT), "--python", str(venv_python),
             "--ray-address", ray_address, "--extra-env-vars", json.dumps(explicit),
-            "--", *miles_args(engine_url, case_dir, model_dir)]
+            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=case.engine == "sglang")]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
            "PYTHONPATH": str(REPO)}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)

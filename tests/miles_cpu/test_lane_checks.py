@@ -241,3 +241,15 @@ def test_each_planted_turn_defect_is_named(plant, fragment) -> None:
     plant(run)
     found = checks.problems(*run, TOOL_EXPECT)
     assert any(fragment in p for p in found), found
+
+
+def test_cases_on_real_sglang_are_seeded_and_the_reference_engines_are_not(tmp_path) -> None:
+    """Real SGLang serves with deterministic inference (e2e.miles_cpu.__main__.engine) and Miles'
+    flag makes the adapter seed each rollout, so a case's samples (and its multi-turn share) are
+    the same on every run; the reference engine's case keeps Miles' default."""
+    (tmp_path / "config.json").write_text(json.dumps({
+        "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2, "intermediate_size": 128,
+        "rms_norm_eps": 1e-06, "rope_theta": 10000.0}))
+    flag = "--sglang-enable-deterministic-inference"
+    assert flag in lane.miles_args("http://127.0.0.1:1", tmp_path, tmp_path, deterministic=True)
+    assert flag not in lane.miles_args("http://127.0.0.1:1", tmp_path, tmp_path)

@@ -85,8 +85,12 @@ LANES: dict[str, Lane] = {
     "miles": Lane(("miles",), (
         "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
         "0.5.23 and the reference engine, class and legacy ABIs; a planted short loss mask is refused by Miles",
+        "multi-turn tool samples (echo-tool-v1 on real SGLang) through Miles' conversion, dump and logging: masked "
+        "tool responses between model turns, log-probs on model tokens only, one weight version per model turn; "
+        "e2e.verify --miles-dump on real Miles' dump",
     ), ("adapter/miles/*", "e2e/miles_cpu/*", "e2e/requirements-miles.txt", "tests/miles_cpu/*",
-        "adapter/rollout/sample_type.py", "adapter/rollout/samples.py", "e2e/sglang_cpu/*")),
+        "adapter/rollout/sample_type.py", "adapter/rollout/samples.py", "adapter/rollout/weight_spans.py",
+        "adapter/bridge/stats.py", "e2e/verify.py", "e2e/sglang_cpu/*")),
 }
 
 # Each stage: tracks side by side; each track: lanes one after another. The first track's output

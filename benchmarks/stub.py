@@ -5,11 +5,13 @@ on raw asyncio streams (uvloop when installed), so its own cost stays small and 
 
 `POST /generate` answers a well-formed SGLang output of `--tokens` tokens after `--delay`
 seconds (0: at once), or, with `--status 503`, that error status (a failing worker);
-`GET /stats` answers `{"generate": n, "in_flight": k, "peak_in_flight": p}` (what the engine
-saw); `POST /reset` zeroes them. `/health`, `/model_info` and `/server_info` (and their older
-names) answer SGLang-shaped, so the SGLang router registers the stub as an SGLang worker;
-`/abort_request` answers an empty 200; any other path 404. `running(...)` starts one as a
-subprocess.
+`GET /stats` answers `{"generate": n, "in_flight": k, "peak_in_flight": p, "per_prompt": [c, ...]}`
+(what the engine saw; `per_prompt`: how many calls each distinct request got, most first: the
+prompt (`input_ids`, else `text`) with its `sampling_params`, so the n rollouts of a group, each
+seeded apart, count apart: a failing worker's calls per model turn); `POST /reset` zeroes them.
+`/health`, `/model_info` and `/server_info` (and their older names) answer SGLang-shaped, so
+the SGLang router registers the stub as an SGLang worker; `/abort_request` answers an empty
+200; any other path 404. `running(...)` starts one as a subprocess.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections import Counter
 from collections.abc import Iterator
 
 import orjson
@@ -42,6 +45,7 @@ class Stub:
         self.answer = orjson.dumps(sglang_output(ids, [-0.125] * tokens, request_id="stub"))
         self.failure = orjson.dumps({"error": {"message": f"stub: HTTP {status}", "code": status}})
         self.generate = self.in_flight = self.peak = 0
+        self.prompts: Counter[bytes] = Counter()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -51,25 +55,27 @@ class Stub:
                 for line in head.split(b"\r\n"):
                     if line[:15].lower() == b"content-length:":
                         length = int(line[15:])
-                if length:
-                    await reader.readexactly(length)
-                writer.write(await self.route(head.split(b" ", 2)[1]))
+                body = await reader.readexactly(length) if length else b""
+                writer.write(await self.route(head.split(b" ", 2)[1], body))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
             writer.close()
 
-    async def route(self, path: bytes) -> bytes:
+    async def route(self, path: bytes, request: bytes = b"") -> bytes:
         status = 200
         if path == b"/generate":
+            self.prompts[_turn_key(request)] += 1
             status, body = await self._generate()
         elif path == b"/reset":
             self.generate = self.peak = 0
+            self.prompts.clear()
             body = b"{}"
         elif path == b"/stats":
             body = orjson.dumps({"generate": self.generate, "in_flight": self.in_flight,
-                                 "peak_in_flight": self.peak})
+                                 "peak_in_flight": self.peak,
+                                 "per_prompt": [count for _, count in self.prompts.most_common()]})
         else:
             status, body = (200, INFO[path]) if path in INFO else (404, b'{"detail":"Not Found"}')
         head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
@@ -86,6 +92,19 @@ class Stub:
         finally:
             self.in_flight -= 1
         return (200, self.answer) if self.status == 200 else (self.status, self.failure)
+
+
+def _turn_key(request: bytes) -> bytes:
+    """What a /generate body asks (its `input_ids`, else its `text`, and its `sampling_params`:
+    a seeded rollout's own seed among them), as bytes; retries of one turn share it."""
+    try:
+        parsed = orjson.loads(request)
+    except orjson.JSONDecodeError:
+        return request
+    if not isinstance(parsed, dict):
+        return orjson.dumps(parsed)
+    return orjson.dumps([parsed.get("input_ids", parsed.get("text")), parsed.get("sampling_params")],
+                        option=orjson.OPT_SORT_KEYS)
 
 
 async def _main(args: argparse.Namespace) -> None:

@@ -120,6 +120,19 @@ def engine(kind: str, checkpoint: Path, run_dir: Path) -> Iterator[tuple[str, st
         yield url, str(info.get("weight_version", "default"))
 
 
+@contextlib.contextmanager
+def failing_worker(run_dir: Path, *, needed: bool) -> Iterator[str]:
+    """A worker whose every /generate answers 503 (`benchmarks.stub`, counting calls per prompt),
+    for the cases that put Miles' own router before it and the engine; "" when none needs it."""
+    if not needed:
+        yield ""
+        return
+    from e2e.router import started, stub_engine
+
+    with started(stub_engine(run_dir / "failing-worker.log", status=503)) as stub:
+        yield stub.url
+
+
 def inside(run_dir: Path, names: list[str]) -> int:
     from e2e.miles_cpu.services import loopback_up, ray_head
 
@@ -140,12 +153,14 @@ def inside(run_dir: Path, names: list[str]) -> int:
             # the engine first: SGLang on CPU sizes its KV cache from the memory free while it
             # loads, and a Ray head starting beside it takes that memory away mid-measurement
             with engine(kind, checkpoint, run_dir) as (url, version), \
+                    failing_worker(run_dir, needed=any(c.router != "engine" for c in group)) as failing_url, \
                     ray_head(venv, run_dir / f"ray-{kind}.log") as ray_address:
                 for case in group:
                     print(f"miles lane: {case.name} ...", file=sys.stderr, flush=True)
                     results.append(lane.run_case(case, venv=venv, ray_address=ray_address, engine_url=url,
                                                  engine_version=version, checkpoint=checkpoint, model_dir=model,
-                                                 run_dir=run_dir, has_rollout_id="rollout_id" in fields))
+                                                 run_dir=run_dir, has_rollout_id="rollout_id" in fields,
+                                                 failing_url=failing_url))
     extra = {"miles": "miles-rl 0.0.2", "sglang": SGLANG_VERSION, "sample_fields": fields,
              "table_problems": problems, "cases_s": round(time.monotonic() - started, 1), **memory}
     lane.write_results(run_dir, results, extra)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from e2e.miles_cpu import LANE_DIR_VAR, checks
 
@@ -44,6 +44,12 @@ PLANTED_PATH = "e2e.miles_cpu.planted.LossMaskShortRolloutFn"
 PLANTED_MESSAGE = "loss mask length"  # Miles' own assert in _convert_samples_to_train_data
 SHAPE = {"num_rollout": 2, "rollout_batch_size": 2, "n_samples_per_prompt": 2}
 DRIVER_TIMEOUT_S = 420.0
+# Where Miles' rollout traffic goes. engine: Miles' router address is the engine itself (no router).
+# miles: Miles starts its own router (sglang_router 0.3.2, from its --router-* arguments) before the
+# engine and a worker whose every /generate fails (503), with the printed command's router flags
+# (the launcher adds --router-disable-retries).
+RouterMode = Literal["engine", "miles"]
+ROUTER_POLICY = "consistent_hashing"  # a trace's turns stay on one worker (the adapter sends its key)
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class Case:
     config: Path = ARITH  # the EnvConfig (a bundled taskset's)
     multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
     verify_env: str | None = None  # run `e2e.verify --miles-dump --env <this>` on rollout 0's dump
+    router: RouterMode = "engine"
 
 
 CASES = (
@@ -63,6 +70,9 @@ CASES = (
     Case("sglang-legacy", "sglang", legacy=True),
     Case("reference-class", "reference", legacy=False),
     Case("sglang-planted-loss-mask", "sglang", legacy=False, planted=True),
+    # the legacy function: miles-rl 0.0.2 refuses --sglang-router-policy under its class ABI opt-in
+    # (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1, an assert in its sglang validate_args)
+    Case("sglang-miles-router", "sglang", legacy=True, router="miles"),
 )
 CONFIGS = tuple(dict.fromkeys(case.config for case in CASES))  # each made ready before the namespace
 
@@ -75,6 +85,7 @@ class CaseResult:
     exit_code: int | None
     problems: list[str] = field(default_factory=list)
     rollout_function_path: str = ""
+    failing_worker_calls: list[int] = field(default_factory=list)  # per failing model turn (router cases)
 
 
 def megatron_model_args(model_dir: Path) -> list[str]:
@@ -88,15 +99,26 @@ def megatron_model_args(model_dir: Path) -> list[str]:
     return args if config.get("tie_word_embeddings", True) else [*args, "--untie-embeddings-and-output-weights"]
 
 
-def miles_args(engine_url: str, case_dir: Path, model_dir: Path, *, deterministic: bool = False) -> list[str]:
-    """Miles' flags for a case. `deterministic`: the engine runs SGLang's deterministic inference,
-    and Miles' `--sglang-enable-deterministic-inference` makes the adapter seed every rollout
+def router_args(engine_url: str, router: RouterMode, *, failing_url: str = "", port: int = 0) -> list[str]:
+    """Miles' router flags: its router address at the engine, or its own router (Miles launches
+    it when no --sglang-router-ip is given) on `port` before the engine and the failing worker."""
+    if router == "engine":
+        host, engine_port = engine_url.removeprefix("http://").rsplit(":", 1)
+        return ["--sglang-router-ip", host, "--sglang-router-port", engine_port]
+    return ["--sglang-router-port", str(port), "--sglang-router-policy", ROUTER_POLICY,
+            "--worker-urls", engine_url, failing_url]
+
+
+def miles_args(engine_url: str, case_dir: Path, model_dir: Path, *, deterministic: bool = False,
+               router: Sequence[str] = ()) -> list[str]:
+    """Miles' flags for a case (`router`: `router_args`; default: the engine as the router).
+    `deterministic`: the engine runs SGLang's deterministic inference, and Miles'
+    `--sglang-enable-deterministic-inference` makes the adapter seed every rollout
     (`rollout_seed + position × n + i`), so a case samples the same tokens on every run."""
     addr = engine_url.removeprefix("http://")
-    host, port = addr.rsplit(":", 1)
     seeded = ["--sglang-enable-deterministic-inference"] if deterministic else []
     return [*seeded, "--debug-rollout-only", "--rollout-external", "--rollout-external-engine-addrs", addr,
-            "--sglang-router-ip", host, "--sglang-router-port", port,
+            *(router or router_args(engine_url, "engine")),
             "--rollout-num-gpus", "1", "--rollout-num-gpus-per-engine", "1",
             "--num-rollout", str(SHAPE["num_rollout"]), "--rollout-batch-size", str(SHAPE["rollout_batch_size"]),
             "--n-samples-per-prompt", str(SHAPE["n_samples_per_prompt"]), "--global-batch-size", "4",
@@ -115,27 +137,64 @@ def parse_printed(line: str) -> tuple[dict[str, str], list[str]]:
 
 
 def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoint: Path, case_dir: Path,
-                    engine_url: str, model_dir: Path) -> str:
+                    engine_url: str, model_dir: Path, failing_url: str = "") -> str:
     """What `vf-sglang miles-command` prints for this case, run with the Miles venv's Python."""
-    explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0"}
+    from e2e.router import free_port
+
+    # MILES_HOST_IP: the address Miles binds its own router to (the namespace has loopback only)
+    explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0",
+                "MILES_HOST_IP": "127.0.0.1"}
+    router = router_args(engine_url, case.router, failing_url=failing_url, port=free_port())
     argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(case.config),
             "--hf-checkpoint", str(checkpoint), "--train-script", str(TRAIN_SCRIPT), "--python", str(venv_python),
             "--ray-address", ray_address, "--extra-env-vars", json.dumps(explicit),
-            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=case.engine == "sglang")]
+            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=case.engine == "sglang", router=router)]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
            "PYTHONPATH": str(REPO)}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)
     return done.stdout.strip().splitlines()[-1]
 
 
+def router_problems(router: RouterMode, argv: Sequence[str], per_turn: Sequence[int]) -> list[str]:
+    """A router case's failing worker, judged: the printed command carries
+    `--router-disable-retries`, the worker got model turns, and none cost more calls there than
+    the adapter's attempts per turn."""
+    from adapter.bridge.handler import ENGINE_ATTEMPTS_PER_TURN
+
+    if router == "engine":
+        return []
+    if "--router-disable-retries" not in argv:
+        return ["the printed command lacks --router-disable-retries before Miles' own router"]
+    if not per_turn:
+        return ["the failing worker got no model turn: Miles' router never routed one to it"]
+    worst = max(per_turn)
+    if worst > ENGINE_ATTEMPTS_PER_TURN:
+        return [f"a failing model turn cost {worst} calls at the failing worker behind Miles' router "
+                f"(per turn: {list(per_turn)}); the adapter's budget is {ENGINE_ATTEMPTS_PER_TURN}"]
+    return []
+
+
+def failing_worker_turns(failing_url: str, *, reset: bool = False) -> list[int]:
+    """The failing worker's calls per distinct prompt (per model turn), most first; `reset` zeroes them."""
+    import httpx
+
+    if reset:
+        httpx.post(f"{failing_url}/reset", timeout=10.0).raise_for_status()
+        return []
+    return [int(c) for c in httpx.get(f"{failing_url}/stats", timeout=10.0).json()["per_prompt"]]
+
+
 def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engine_version: str,
-             checkpoint: Path, model_dir: Path, run_dir: Path, has_rollout_id: bool) -> CaseResult:
+             checkpoint: Path, model_dir: Path, run_dir: Path, has_rollout_id: bool,
+             failing_url: str = "") -> CaseResult:
     from e2e.process import StepTimeout, run_with_deadline
 
     case_dir = run_dir / case.name
     case_dir.mkdir(parents=True, exist_ok=True)
+    if case.router != "engine":
+        failing_worker_turns(failing_url, reset=True)
     line = printed_command(venv / "bin" / "python", case, ray_address=ray_address, checkpoint=checkpoint,
-                           case_dir=case_dir, engine_url=engine_url, model_dir=model_dir)
+                           case_dir=case_dir, engine_url=engine_url, model_dir=model_dir, failing_url=failing_url)
     (case_dir / "command.sh").write_text(line + "\n")
     env, argv = parse_printed(line)
     if case.planted:  # the only change to the printed command: the rollout class Miles loads
@@ -172,6 +231,9 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
     result.problems = checks.problems(dumps, converted, checks.logged_metrics(text), expect)
     if case.verify_env is not None:
         result.problems += verify_dump(case_dir / "rollout_0.pt", case.verify_env)
+    if case.router != "engine":
+        result.failing_worker_calls = failing_worker_turns(failing_url)
+        result.problems += router_problems(case.router, argv, result.failing_worker_calls)
     result.ok = not result.problems
     return result
 
@@ -206,6 +268,7 @@ def load_artifacts(case_dir: Path, num_rollout: int) -> tuple[dict[int, Any], di
 
 def summary(results: Sequence[CaseResult]) -> str:
     rows = [f"{r.name:<28} {'ok' if r.ok else 'FAILED':<7} {r.seconds:>6.1f} s  {r.rollout_function_path}"
+            + (f"  failing worker: {r.failing_worker_calls} calls per failing turn" if r.failing_worker_calls else "")
             for r in results]
     problems = [f"  {r.name}: {p}" for r in results for p in r.problems]
     return "\n".join(["miles lane:", *rows, *problems])

@@ -96,3 +96,17 @@ async def test_an_ambient_proxy_is_never_used(monkeypatch: pytest.MonkeyPatch, k
     async with httpx.AsyncClient(transport=EngineTransport(1), trust_env=False) as client:
         response = await client.post(f"{url}/generate", content=b"{}")
     assert response.status_code == 200 and stub.generate == 1
+
+
+async def test_the_stub_counts_calls_per_prompt_until_reset(keepalive_engine) -> None:
+    """What the miles lane reads at its failing worker: the calls each model turn got (its prompt
+    and its sampling parameters: two seeded rollouts of one prompt are two turns)."""
+    url, _, _ = keepalive_engine
+    async with httpx.AsyncClient() as client:
+        for ids, seed in (([1, 2], 7), ([1, 2], 7), ([3], 7), ([1, 2], 8), ([1, 2], 7)):
+            await client.post(f"{url}/generate", json={"input_ids": ids, "rid": f"r{seed}",
+                                                       "sampling_params": {"sampling_seed": seed}})
+        await client.post(f"{url}/generate", json={"text": "hi"})
+        assert (await client.get(f"{url}/stats")).json()["per_prompt"] == [3, 1, 1, 1]
+        await client.post(f"{url}/reset")
+        assert (await client.get(f"{url}/stats")).json()["per_prompt"] == []

@@ -253,3 +253,45 @@ def test_cases_on_real_sglang_are_seeded_and_the_reference_engines_are_not(tmp_p
     flag = "--sglang-enable-deterministic-inference"
     assert flag in lane.miles_args("http://127.0.0.1:1", tmp_path, tmp_path, deterministic=True)
     assert flag not in lane.miles_args("http://127.0.0.1:1", tmp_path, tmp_path)
+
+
+# ---- Miles' own router before the engine and a failing worker.
+ENGINE, FAILING = "http://127.0.0.1:30001", "http://127.0.0.1:30002"
+
+
+def test_only_the_engine_mode_points_miles_router_address_at_the_engine() -> None:
+    assert lane.router_args(ENGINE, "engine") == ["--sglang-router-ip", "127.0.0.1", "--sglang-router-port", "30001"]
+    own = lane.router_args(ENGINE, "miles", failing_url=FAILING, port=3999)
+    assert "--sglang-router-ip" not in own  # Miles launches its router only without one
+    assert own[own.index("--worker-urls") + 1:] == [ENGINE, FAILING]
+    assert own[own.index("--sglang-router-policy") + 1] == "consistent_hashing"
+    (case,) = [c for c in lane.CASES if c.router == "miles"]
+    # miles-rl 0.0.2 asserts that --sglang-router-policy is not used under its class-ABI opt-in
+    assert case.legacy and case.engine == "sglang"
+
+
+def test_the_printed_command_disables_miles_routers_retries(tmp_path) -> None:
+    config = tmp_path / "env.toml"
+    config.write_text('[taskset]\nid = "arith-v1"\n[harness]\nid = "null"\n')
+    args = lane.router_args(ENGINE, "miles", failing_url=FAILING, port=3999)
+    launch = miles_command(config=str(config), hf_checkpoint="/ckpt", miles_version="0.0.2", ambient={},
+                           ray_address="127.0.0.1:6379", train_script="/t/train.py", miles_args=args)
+    assert "--router-disable-retries" in launch.argv
+    assert lane.router_problems("miles", launch.argv, [3, 3, 2, 2]) == []
+
+
+ROUTER_CASES = [
+    # (disable flag printed, calls per failing turn, fragment of the problem; "" = passes)
+    (True, [3, 3, 2, 2], ""),
+    (True, [15, 3], "a failing model turn cost 15 calls"),
+    (True, [], "the failing worker got no model turn"),
+    (False, [3], "lacks --router-disable-retries"),
+]
+
+
+@pytest.mark.parametrize(("printed", "per_turn", "fragment"), ROUTER_CASES)
+def test_the_failing_worker_is_judged_by_the_calls_each_failing_turn_cost(printed, per_turn, fragment) -> None:
+    argv = ["python3", "train.py", *(["--router-disable-retries"] if printed else [])]
+    found = lane.router_problems("miles", argv, per_turn)
+    assert (found == []) if not fragment else any(fragment in p for p in found), found
+    assert lane.router_problems("engine", argv, per_turn) == []  # no router of Miles' own: nothing to count

@@ -88,9 +88,11 @@ LANES: dict[str, Lane] = {
         "multi-turn tool samples (echo-tool-v1 on real SGLang) through Miles' conversion, dump and logging: masked "
         "tool responses between model turns, log-probs on model tokens only, one weight version per model turn; "
         "e2e.verify --miles-dump on real Miles' dump",
+        "Miles' own router (sglang_router, as Miles launches it) before real SGLang and a failing worker: "
+        "≤ 3 engine calls per failing model turn, counted at the worker",
     ), ("adapter/miles/*", "e2e/miles_cpu/*", "e2e/requirements-miles.txt", "tests/miles_cpu/*",
         "adapter/rollout/sample_type.py", "adapter/rollout/samples.py", "adapter/rollout/weight_spans.py",
-        "adapter/bridge/stats.py", "e2e/verify.py", "e2e/sglang_cpu/*")),
+        "adapter/bridge/stats.py", "e2e/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py", "e2e/router.py")),
 }
 
 # Each stage: tracks side by side; each track: lanes one after another. The first track's output

@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapter.rollout.weight_spans import model_turns  # the loss mask's runs of 1s: the model turns
+
 OUR_METRICS = ("verifiers/reward_mean", "verifiers/error_rate", "verifiers/truncated_rate",
                "verifiers/num_turns_mean", "verifiers/traces")
 MILES_METRICS = ("rollout/response_len/mean", "rollout/truncated_ratio", "perf/rollout_time")
@@ -51,19 +53,6 @@ class Expectation:
     has_rollout_id: bool  # whether the installed Miles' Sample has the field
     tool_response_id: int | None = None  # the tokenizer's `<tool_response>`: a tool case's masked spans hold it
     multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
-
-
-def model_turns(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
-    """The loss mask's runs of 1s as [start, end) offsets in the response: the sampled turns."""
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i, bit in enumerate([*loss_mask, 0]):
-        if bit and start is None:
-            start = i
-        elif not bit and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def _turn_problems(where: str, s: Mapping[str, Any], expect: Expectation) -> list[str]:

@@ -174,14 +174,18 @@ def router_problems(router: RouterMode, argv: Sequence[str], per_turn: Sequence[
     return []
 
 
-def failing_worker_turns(failing_url: str, *, reset: bool = False) -> list[int]:
-    """The failing worker's calls per distinct prompt (per model turn), most first; `reset` zeroes them."""
+def failing_worker_turns(failing_url: str) -> list[int]:
+    """The failing worker's calls per distinct request (per model turn), most first."""
     import httpx
 
-    if reset:
-        httpx.post(f"{failing_url}/reset", timeout=10.0).raise_for_status()
-        return []
     return [int(c) for c in httpx.get(f"{failing_url}/stats", timeout=10.0).json()["per_prompt"]]
+
+
+def reset_failing_worker(failing_url: str) -> None:
+    """Zero the failing worker's counts before a case."""
+    import httpx
+
+    httpx.post(f"{failing_url}/reset", timeout=10.0).raise_for_status()
 
 
 def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engine_version: str,
@@ -192,7 +196,7 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
     case_dir = run_dir / case.name
     case_dir.mkdir(parents=True, exist_ok=True)
     if case.router != "engine":
-        failing_worker_turns(failing_url, reset=True)
+        reset_failing_worker(failing_url)
     line = printed_command(venv / "bin" / "python", case, ray_address=ray_address, checkpoint=checkpoint,
                            case_dir=case_dir, engine_url=engine_url, model_dir=model_dir, failing_url=failing_url)
     (case_dir / "command.sh").write_text(line + "\n")

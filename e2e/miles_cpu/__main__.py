@@ -102,22 +102,16 @@ def peak_memory() -> Iterator[dict[str, float]]:
 
 
 @contextlib.contextmanager
-def engine(kind: str, checkpoint: Path, run_dir: Path) -> Iterator[tuple[str, str]]:
-    """(url, weight version) of a running engine: real SGLang on CPU, or the reference engine."""
+def engine(checkpoint: Path, run_dir: Path) -> Iterator[tuple[str, str]]:
+    """(url, weight version) of real SGLang on CPU, serving deterministically: with the adapter's
+    per-rollout seeds, every run samples alike."""
     import httpx
 
-    from e2e.miles_cpu.services import reference_engine
     from e2e.sglang_cpu.server import serving
 
-    if kind == "sglang":
-        # deterministic inference: with the adapter's per-rollout seeds, every run samples alike
-        ctx: Any = serving(SGLANG_VERSION, deterministic=True, model_dir=checkpoint, log_path=run_dir / "sglang.log")
-    else:
-        ctx = reference_engine(checkpoint, run_dir / "reference-engine.log")
-    with ctx as running:
-        url = running if isinstance(running, str) else running.url
-        info = httpx.get(f"{url}/get_model_info", timeout=30.0).json()
-        yield url, str(info.get("weight_version", "default"))
+    with serving(SGLANG_VERSION, deterministic=True, model_dir=checkpoint, log_path=run_dir / "sglang.log") as running:
+        info = httpx.get(f"{running.url}/get_model_info", timeout=30.0).json()
+        yield running.url, str(info.get("weight_version", "default"))
 
 
 @contextlib.contextmanager
@@ -145,22 +139,18 @@ def inside(run_dir: Path, names: list[str]) -> int:
     cases = [c for c in lane.CASES if not names or c.name in names]
     results: list[lane.CaseResult] = []
     started = time.monotonic()
-    with peak_memory() as memory:
-        for kind in ("sglang", "reference"):
-            group = [c for c in cases if c.engine == kind]
-            if not group:
-                continue
-            # the engine first: SGLang on CPU sizes its KV cache from the memory free while it
-            # loads, and a Ray head starting beside it takes that memory away mid-measurement
-            with engine(kind, checkpoint, run_dir) as (url, version), \
-                    failing_worker(run_dir, needed=any(c.router != "engine" for c in group)) as failing_url, \
-                    ray_head(venv, run_dir / f"ray-{kind}.log") as ray_address:
-                for case in group:
-                    print(f"miles lane: {case.name} ...", file=sys.stderr, flush=True)
-                    results.append(lane.run_case(case, venv=venv, ray_address=ray_address, engine_url=url,
-                                                 engine_version=version, checkpoint=checkpoint, model_dir=model,
-                                                 run_dir=run_dir, has_rollout_id="rollout_id" in fields,
-                                                 failing_url=failing_url))
+    # the engine first: SGLang on CPU sizes its KV cache from the memory free while it loads, and a
+    # Ray head starting beside it takes that memory away mid-measurement
+    with (peak_memory() as memory, engine(checkpoint, run_dir) as (url, version),
+          failing_worker(run_dir, needed=any(c.router != "engine" for c in cases)) as failing_url,
+          ray_head(venv, run_dir / "ray.log", dashboard=any(c.submit for c in cases)) as ray):
+        for case in cases:
+            print(f"miles lane: {case.name} ...", file=sys.stderr, flush=True)
+            address = ray.dashboard if case.submit and ray.dashboard else ray.address
+            results.append(lane.run_case(case, venv=venv, ray_address=address, engine_url=url,
+                                         engine_version=version, checkpoint=checkpoint, model_dir=model,
+                                         run_dir=run_dir, has_rollout_id="rollout_id" in fields,
+                                         failing_url=failing_url))
     extra = {"miles": "miles-rl 0.0.2", "sglang": SGLANG_VERSION, "sample_fields": fields,
              "table_problems": problems, "cases_s": round(time.monotonic() - started, 1), **memory}
     lane.write_results(run_dir, results, extra)

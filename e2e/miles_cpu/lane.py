@@ -5,20 +5,23 @@ lane checks what Miles ingested.
 
 Outside the namespace (`prepare`): the tiny model, the real-SGLang venv and the Miles venv, all
 cached. Then the lane re-runs itself under `unshare --net` (loopback only: Ray binds every
-interface otherwise) and, in there, starts a Ray head with one declared GPU and, per engine,
-real SGLang 0.5.23 on CPU or the reference engine, passed to Miles as an external engine. Each
-case asks `vf-sglang miles-command` — run by the Miles venv's Python, so the installed Miles is
-detected — for the command, parses the printed line (`NAME=value ... argv`, nothing restated)
-and runs exactly that: the driver `e2e/miles_cpu/train.py` with the printed environment, whose
-Ray workers get the printed runtime env. Afterwards `e2e.miles_cpu.checks` judges Miles' dumps,
-its converted batches and its logged metrics, and `results.json` records every case.
+interface otherwise) and, in there, starts real SGLang 0.5.23 on CPU (passed to Miles as an
+external engine), a worker that fails every /generate (for the router case) and a Ray head with
+one declared GPU and its dashboard. Each case asks `vf-sglang miles-command` — run by the Miles
+venv's Python, so the installed Miles is detected — for the command, parses the printed line
+(`NAME=value ... argv`, nothing restated) and runs exactly that: the driver
+`e2e/miles_cpu/train.py` with the printed environment, whose Ray workers get the printed runtime
+env, or, given the dashboard's address, `ray job submit` of that driver. Afterwards
+`e2e.miles_cpu.checks` judges Miles' dumps, its converted batches and its logged metrics, and
+`results.json` records every case.
 
-CASES: the class ABI (0.0.2's opt-in) on real SGLang with echo-tool-v1 (multi-turn: the tiny model
-calls the tool in about 3 of 4 episodes, and the tool's response is fed back as a masked span), the
-legacy function on real SGLang and the class on the reference engine with arith-v1, and a planted
-defect (a rollout class that cuts one loss mask short) that Miles' own conversion must refuse: the
-lane fails unless that case fails for that reason. The tool case's rollout-0 dump is also judged by
-`python -m e2e.verify --miles-dump`, the GPU plan's verifier of Miles' own dump.
+CASES: the class ABI (0.0.2's opt-in) with echo-tool-v1 (multi-turn: the tiny model calls the
+tool in 6 of the 8 seeded episodes, and the tool's response is fed back as a masked span); the
+legacy function with arith-v1 through `ray job submit`; the legacy function behind Miles' own
+router and a failing worker; and a planted defect (a rollout class that cuts one loss mask short)
+that Miles' own conversion must refuse: the lane fails unless that case fails for that reason.
+The tool case's rollout-0 dump is also judged by `python -m e2e.verify --miles-dump`, the GPU
+plan's verifier of Miles' own dump.
 """
 
 from __future__ import annotations
@@ -55,24 +58,25 @@ ROUTER_POLICY = "consistent_hashing"  # a trace's turns stay on one worker (the 
 @dataclass(frozen=True)
 class Case:
     name: str
-    engine: str  # "sglang" | "reference"
     legacy: bool  # the legacy function ABI (else the class)
     planted: bool = False  # expected to fail in Miles' conversion
     config: Path = ARITH  # the EnvConfig (a bundled taskset's)
     multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
     verify_env: str | None = None  # run `e2e.verify --miles-dump --env <this>` on rollout 0's dump
     router: RouterMode = "engine"
+    # the printed command's `ray job submit` form against the lane's Ray dashboard (else the driver
+    # run directly against the GCS address, with the job's runtime env handed over as Ray would)
+    submit: bool = False
 
 
 CASES = (
-    Case("sglang-class-echo-tool", "sglang", legacy=False, config=ECHO_TOOL, multi_turn_share=0.5,
+    Case("sglang-class-echo-tool", legacy=False, config=ECHO_TOOL, multi_turn_share=0.5,
          verify_env="echo-tool-v1"),
-    Case("sglang-legacy", "sglang", legacy=True),
-    Case("reference-class", "reference", legacy=False),
-    Case("sglang-planted-loss-mask", "sglang", legacy=False, planted=True),
+    Case("sglang-legacy-job-submit", legacy=True, submit=True),
+    Case("sglang-planted-loss-mask", legacy=False, planted=True),
     # the legacy function: miles-rl 0.0.2 refuses --sglang-router-policy under its class ABI opt-in
     # (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1, an assert in its sglang validate_args)
-    Case("sglang-miles-router", "sglang", legacy=True, router="miles"),
+    Case("sglang-miles-router", legacy=True, router="miles"),
 )
 CONFIGS = tuple(dict.fromkeys(case.config for case in CASES))  # each made ready before the namespace
 
@@ -148,7 +152,7 @@ def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoi
     argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(case.config),
             "--hf-checkpoint", str(checkpoint), "--train-script", str(TRAIN_SCRIPT), "--python", str(venv_python),
             "--ray-address", ray_address, "--extra-env-vars", json.dumps(explicit),
-            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=case.engine == "sglang", router=router)]
+            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=True, router=router)]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
            "PYTHONPATH": str(REPO)}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)
@@ -171,6 +175,17 @@ def router_problems(router: RouterMode, argv: Sequence[str], per_turn: Sequence[
     if worst > ENGINE_ATTEMPTS_PER_TURN:
         return [f"a failing model turn cost {worst} calls at the failing worker behind Miles' router "
                 f"(per turn: {list(per_turn)}); the adapter's budget is {ENGINE_ATTEMPTS_PER_TURN}"]
+    return []
+
+
+def launch_problems(case: Case, argv: Sequence[str]) -> list[str]:
+    """A `submit` case ran the printed command's `ray job submit` form (the dashboard address it
+    was given makes the launcher print it), any other case the driver itself."""
+    submitted = list(argv[:3]) == ["ray", "job", "submit"]
+    if case.submit and not submitted:
+        return [f"the printed command for the Ray dashboard is not `ray job submit`: {shlex.join(argv[:4])} ..."]
+    if submitted and not case.submit:
+        return ["the printed command for the GCS address is `ray job submit`, not the driver"]
     return []
 
 
@@ -224,6 +239,7 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
         if not result.ok:
             result.problems.append(f"the planted short loss mask was not refused by Miles (exit {code})")
         return result
+    result.problems += launch_problems(case, argv)
     if code != 0:
         result.problems.append(f"the driver exited {code}: see {log_path}")
         return result
@@ -232,7 +248,7 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
                                 tool_response_id=tool_response_id(model_dir) if case.multi_turn_share else None,
                                 multi_turn_share=case.multi_turn_share)
     dumps, converted = load_artifacts(case_dir, SHAPE["num_rollout"])
-    result.problems = checks.problems(dumps, converted, checks.logged_metrics(text), expect)
+    result.problems += checks.problems(dumps, converted, checks.logged_metrics(text), expect)
     if case.verify_env is not None:
         result.problems += verify_dump(case_dir / "rollout_0.pt", case.verify_env)
     if case.router != "engine":

@@ -1,10 +1,9 @@
 """The processes the miles lane starts inside its network namespace, each ended by its own
 process group (a runner ends what it started, and nothing else):
 
-    ray_head(venv, port)              `ray start --head --block` with ONE declared GPU resource
-                                      (Miles' placement groups ask for GPU bundles; nothing uses a GPU)
-    reference_engine(model_dir, port) `vf-sglang engine` (this interpreter), up when
-                                      `/health_generate` answers 200
+    ray_head(venv, log, dashboard=)   `ray start --head --block` with ONE declared GPU resource
+                                      (Miles' placement groups ask for GPU bundles; nothing uses a GPU),
+                                      and its dashboard (the `ray job submit` address) when asked
     loopback_up()                     `ip link set lo up` (a new network namespace starts with lo down)
 
 Every wait is bounded; a service that does not come up raises `ServiceError` with its log's tail.
@@ -15,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -27,7 +26,7 @@ from e2e.sglang_cpu.server import free_port, log_tail
 
 HOST = "127.0.0.1"
 RAY_START_TIMEOUT_S = 120.0
-ENGINE_START_TIMEOUT_S = 180.0
+DASHBOARD_START_TIMEOUT_S = 120.0
 
 
 class ServiceError(RuntimeError):
@@ -55,42 +54,43 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+@dataclass(frozen=True)
+class RayHead:
+    address: str  # the GCS (`127.0.0.1:PORT`): the driver run directly
+    dashboard: str | None  # `http://127.0.0.1:PORT`: the `ray job submit` address, when started
+
+
+def _wait_for(ready: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str,
+              timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise ServiceError(f"{what} did not come up (exit {process.poll()}):\n{log_tail(log)}")
+        time.sleep(0.5)
+
+
+def _dashboard_up(url: str) -> bool:
+    """The job API answers: `ray job submit` lists jobs through it before it submits."""
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(f"{url}/api/jobs/", timeout=5.0).status_code == 200
+    return False
+
+
 @contextlib.contextmanager
-def ray_head(venv: Path, log: Path, *, num_cpus: int = 4) -> Iterator[str]:
-    """A Ray head on loopback; yields its GCS address (`127.0.0.1:PORT`)."""
+def ray_head(venv: Path, log: Path, *, num_cpus: int = 4, dashboard: bool = False) -> Iterator[RayHead]:
+    """A Ray head on loopback, with its dashboard (and job agent) only when `dashboard`."""
     port = free_port()
+    web = free_port() if dashboard else 0
+    shown = ["--include-dashboard=true", f"--dashboard-host={HOST}", f"--dashboard-port={web}"] if dashboard \
+        else ["--include-dashboard=false"]
     argv = [str(venv / "bin" / "ray"), "start", "--head", "--block", f"--port={port}", "--num-gpus=1",
-            f"--num-cpus={num_cpus}", "--include-dashboard=false", "--disable-usage-stats",
-            f"--node-ip-address={HOST}"]
+            f"--num-cpus={num_cpus}", *shown, "--disable-usage-stats", f"--node-ip-address={HOST}"]
     process = _spawn(argv, log)
+    url = f"http://{HOST}:{web}" if dashboard else None
     try:
-        deadline = time.monotonic() + RAY_START_TIMEOUT_S
-        while not _port_open(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise ServiceError(f"the Ray head did not come up (exit {process.poll()}):\n{log_tail(log)}")
-            time.sleep(0.5)
-        yield f"{HOST}:{port}"
-    finally:
-        _stop(process)
-
-
-@contextlib.contextmanager
-def reference_engine(model_dir: Path, log: Path) -> Iterator[str]:
-    """The project's reference engine (not SGLang) on loopback; yields its URL."""
-    port = free_port()
-    argv = [sys.executable, "-m", "adapter.cli", "engine", "--port", str(port), "--model-dir", str(model_dir)]
-    process = _spawn(argv, log)
-    url = f"http://{HOST}:{port}"
-    try:
-        deadline = time.monotonic() + ENGINE_START_TIMEOUT_S
-        with httpx.Client(timeout=30.0) as client:
-            while True:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise ServiceError(f"the reference engine did not come up:\n{log_tail(log)}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get(f"{url}/health_generate").status_code == 200:
-                        break
-                time.sleep(0.5)
-        yield url
+        _wait_for(lambda: _port_open(port), process, log, "the Ray head", RAY_START_TIMEOUT_S)
+        if url is not None:
+            _wait_for(lambda: _dashboard_up(url), process, log, "the Ray dashboard", DASHBOARD_START_TIMEOUT_S)
+        yield RayHead(f"{HOST}:{port}", url)
     finally:
         _stop(process)

@@ -142,14 +142,13 @@ def test_the_miles_venv_pins_the_projects_own_dependencies() -> None:
 
 
 def test_every_case_is_judged_and_the_planted_one_must_fail() -> None:
-    assert {(c.engine, c.legacy) for c in lane.CASES if not c.planted} == {("sglang", False), ("sglang", True),
-                                                                          ("reference", False)}
+    assert {c.legacy for c in lane.CASES if not c.planted} == {False, True}
     assert [c.name for c in lane.CASES if c.planted] == ["sglang-planted-loss-mask"]
 
 
 def test_the_multi_turn_tool_case_runs_echo_tool_on_real_sglang_with_the_class_and_verifies_the_dump() -> None:
     (tools,) = [c for c in lane.CASES if c.multi_turn_share]
-    assert (tools.engine, tools.legacy, tools.config.name) == ("sglang", False, "echo-tool-v1.toml")
+    assert (tools.legacy, tools.config.name) == (False, "echo-tool-v1.toml")
     assert tools.multi_turn_share >= 0.5 and tools.verify_env == "echo-tool-v1"
     assert tomllib.loads(tools.config.read_text())["max_turns"] >= 2
     assert set(lane.CONFIGS) == {c.config for c in lane.CASES}  # each made ready outside the namespace
@@ -243,10 +242,10 @@ def test_each_planted_turn_defect_is_named(plant, fragment) -> None:
     assert any(fragment in p for p in found), found
 
 
-def test_cases_on_real_sglang_are_seeded_and_the_reference_engines_are_not(tmp_path) -> None:
+def test_cases_on_real_sglang_are_seeded(tmp_path) -> None:
     """Real SGLang serves with deterministic inference (e2e.miles_cpu.__main__.engine) and Miles'
     flag makes the adapter seed each rollout, so a case's samples (and its multi-turn share) are
-    the same on every run; the reference engine's case keeps Miles' default."""
+    the same on every run; without the flag Miles' default stays."""
     (tmp_path / "config.json").write_text(json.dumps({
         "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2, "intermediate_size": 128,
         "rms_norm_eps": 1e-06, "rope_theta": 10000.0}))
@@ -267,7 +266,7 @@ def test_only_the_engine_mode_points_miles_router_address_at_the_engine() -> Non
     assert own[own.index("--sglang-router-policy") + 1] == "consistent_hashing"
     (case,) = [c for c in lane.CASES if c.router == "miles"]
     # miles-rl 0.0.2 asserts that --sglang-router-policy is not used under its class-ABI opt-in
-    assert case.legacy and case.engine == "sglang"
+    assert case.legacy
 
 
 def test_the_printed_command_disables_miles_routers_retries(tmp_path) -> None:
@@ -295,3 +294,24 @@ def test_the_failing_worker_is_judged_by_the_calls_each_failing_turn_cost(printe
     found = lane.router_problems("miles", argv, per_turn)
     assert (found == []) if not fragment else any(fragment in p for p in found), found
     assert lane.router_problems("engine", argv, per_turn) == []  # no router of Miles' own: nothing to count
+
+
+@pytest.mark.parametrize(("ray_address", "submit", "problem"), [
+    ("http://127.0.0.1:8265", True, ""),
+    ("127.0.0.1:6379", False, ""),
+    ("127.0.0.1:6379", True, "is not `ray job submit`"),
+    ("http://127.0.0.1:8265", False, "not the driver"),
+], ids=["dashboard-submits", "gcs-runs-the-driver", "submit-case-given-gcs", "driver-case-given-dashboard"])
+def test_a_submit_case_runs_the_printed_ray_job_submit_form(tmp_path, ray_address, submit, problem) -> None:
+    config = tmp_path / "env.toml"
+    config.write_text('[taskset]\nid = "arith-v1"\n[harness]\nid = "null"\n')
+    launch = miles_command(config=str(config), hf_checkpoint="/c", miles_version="0.0.2", ambient={},
+                           ray_address=ray_address, train_script="/t/train.py")
+    _, argv = lane.parse_printed(launch.shell())
+    found = lane.launch_problems(dataclasses.replace(lane.CASES[0], submit=submit), argv)
+    assert (problem in found[0]) if problem else found == []
+
+
+def test_one_real_sglang_case_goes_through_ray_job_submit() -> None:
+    (submitted,) = [c for c in lane.CASES if c.submit]
+    assert not submitted.planted and submitted.router == "engine"

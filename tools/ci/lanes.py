@@ -84,13 +84,14 @@ LANES: dict[str, Lane] = {
         "e2e/sglang_cpu/*", "uv.lock")),
     "miles": Lane(("miles",), (
         "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
-        "0.5.23 and the reference engine, class and legacy ABIs; a planted short loss mask is refused by Miles",
+        "0.5.23, class and legacy ABIs, one case through the printed `ray job submit` against the lane's Ray "
+        "dashboard; a planted short loss mask is refused by Miles",
         "multi-turn tool samples (echo-tool-v1 on real SGLang) through Miles' conversion, dump and logging: masked "
         "tool responses between model turns, log-probs on model tokens only, one weight version per model turn; "
         "e2e.verify --miles-dump on real Miles' dump",
         "Miles' own router (sglang_router, as Miles launches it) before real SGLang and a failing worker: "
         "≤ 3 engine calls per failing model turn, counted at the worker",
-    ), ("adapter/miles/*", "e2e/miles_cpu/*", "e2e/requirements-miles.txt", "tests/miles_cpu/*",
+    ), ("adapter/miles/*", "e2e/miles_cpu/*", "tests/miles_cpu/*",
         "adapter/rollout/sample_type.py", "adapter/rollout/samples.py", "adapter/rollout/weight_spans.py",
         "adapter/bridge/stats.py", "e2e/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py", "e2e/router.py")),
 }
@@ -134,6 +135,13 @@ MOVED: tuple[tuple[str, str], ...] = (
     ("≤ 3 engine calls per failing model turn; real episodes pass Miles' checks in eval",
      "fast, on arith-mini-v1 (tests only: 2 of arith-v1's 12 tasks): one harness process per eval trace, "
      "so 12 → 2 traces (61 → 17 s of CPU); every trace is judged, as before"),
+    ("the class ABI through real Miles on the reference engine (miles lane: reference-class)",
+     "dropped as a Miles case: the class ABI through real Miles runs on real SGLang (sglang-class-echo-tool); the "
+     "reference engine's /health_generate and the /get_server_info fields Miles compares are locked in e2e "
+     "(tests/e2e/test_reference_engine.py); its Miles binding runs in router (tests/router/test_miles_binding.py)"),
+    ("the legacy function on real SGLang through real Miles, the driver run directly (sglang-legacy)",
+     "miles: sglang-legacy-job-submit (the same case, launched by the printed `ray job submit`) and "
+     "sglang-miles-router (the driver run directly, behind Miles' router)"),
     ("the GPU plan's installs compile bytecode (new), rehearsed on CPU",
      "sglang-cpu: its SGLang venv and generation B's venv-vf040 install with --compile-bytecode; the fast "
      "lane's rehearsal of the GPU steps installs without it (35-45 s a time) and the snapshot locks the flag"),

@@ -105,7 +105,7 @@ def test_docs_ci_lists_every_lane_with_its_time_and_claims() -> None:
                     when=datetime(2026, 12, 3, tzinfo=UTC))
     for lane in LANES.values():
         assert all(claim in text for claim in lane.claims)
-    assert "| fast | `fast` | 98 s | passed |" in text
+    assert "| fast | `fast` | 98 s | — | passed |" in text
     assert "1245 passed, 105 skipped in 98.22s" in text and "test_real_episodes_inside_miles" in text
     assert table(_results()).splitlines()[-1].startswith("total")
 
@@ -133,6 +133,19 @@ def test_a_failed_stage_ends_the_run_and_the_table_says_what_never_ran(tmp_path:
     printed = out.read_text()
     assert "lane fast" in printed and "----- lint, wheel (run beside fast) -----" in printed and "lane wheel" in printed
     assert (tmp_path / "logs" / "matrix.log").read_text() == "lane matrix\n"
+
+
+def test_a_lanes_cpu_time_counts_the_processes_it_started(tmp_path: Path, monkeypatch) -> None:
+    """CPU spent in a grandchild the lane's command waited for is the lane's; sleeping is not."""
+    from tools.ci import runner
+
+    busy = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.4: pass')"
+    child = f"import subprocess, sys, time; subprocess.run([sys.executable, '-c', {busy!r}]); time.sleep(0.3)"
+    monkeypatch.setattr(runner, "tox_argv", lambda lane: [sys.executable, "-c", child])
+    result = runner.run_lane("fast", tmp_path, stream=None)
+    assert result.ok and result.cpu_seconds is not None
+    assert 0.4 <= result.cpu_seconds < result.seconds
+    assert " cores)" in table([result]).splitlines()[2]
 
 
 def test_ci_run_is_the_tools_ci_runner() -> None:

@@ -29,10 +29,17 @@ def stage_wall(results: Sequence[Result]) -> float:
     return sum(max(sum(by_lane.get(lane, 0.0) for lane in track) for track in stage) for stage in STAGES)
 
 
+def cpu(result: Result) -> str:
+    """CPU seconds and the cores they kept busy on average (CPU / wall)."""
+    if result.cpu_seconds is None or result.status == "not run" or result.seconds <= 0:
+        return "—"
+    return f"{result.cpu_seconds:.0f} s ({result.cpu_seconds / result.seconds:.1f} cores)"
+
+
 def table(results: Sequence[Result]) -> str:
     width = max(len(result.lane) for result in results)
-    lines = [f"{'lane':<{width}}  {'wall':>16}  status", f"{'-' * width}  {'-' * 16}  ------"]
-    lines += [f"{r.lane:<{width}}  {_wall(r.seconds) if r.status != 'not run' else '—':>16}  {r.status}"
+    lines = [f"{'lane':<{width}}  {'wall':>16}  {'cpu':>18}  status", f"{'-' * width}  {'-' * 16}  {'-' * 18}  ------"]
+    lines += [f"{r.lane:<{width}}  {_wall(r.seconds) if r.status != 'not run' else '—':>16}  {cpu(r):>18}  {r.status}"
               for r in results]
     lines.append(f"{'total':<{width}}  {_wall(stage_wall(results)):>16}  "
                  f"({'passed' if all(r.ok for r in results) else 'failed'}; stages in order, tracks side by side)")
@@ -69,19 +76,21 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
         f"Written by `.ci/run` (`python3 -m tools.ci run --write docs/ci.md`) from its run of "
         f"{when:%Y-%m-%d %H:%M} UTC on {machine}: **{_wall(stage_wall(results))}** in all "
         f"({'every lane passed' if all(r.ok for r in results) else 'a lane failed'}). Stages run in order, "
-        "tracks (‖) side by side, lanes in a track (+) one after another; `.ci/run` prints the same table last.",
+        "tracks (‖) side by side, lanes in a track (+) one after another; `.ci/run` prints the same table last. "
+        "CPU is user + system time of the lane's process tree as reaped (servers and Ray workers count where "
+        "their parent waited for them); CPU / wall is how many cores the lane kept busy.",
         "",
         f"Stages: {stages}",
         "",
-        "| lane | tox envs | wall | status | claims it proves |",
-        "|---|---|---|---|---|",
+        "| lane | tox envs | wall | CPU (cores busy) | status | claims it proves |",
+        "|---|---|---|---|---|---|",
     ]
     for result in results:
         lane = LANES[result.lane]
         wall = _wall(result.seconds) if result.status != "not run" else "—"
         claims = "<br>".join(f"• {claim}" for claim in lane.claims)
-        out.append(f"| {result.lane} | {', '.join(f'`{env}`' for env in lane.envs)} | {wall} | {result.status} | "
-                   f"{claims} |")
+        out.append(f"| {result.lane} | {', '.join(f'`{env}`' for env in lane.envs)} | {wall} | {cpu(result)} | "
+                   f"{result.status} | {claims} |")
     if fast_log:
         summary = pytest_summary(fast_log)
         slow = slowest_tests(fast_log)

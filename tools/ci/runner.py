@@ -4,8 +4,11 @@
     run_lanes(names, logs) -> list[Result]      one track, one after another (the developer's loop)
 
 Each lane's output goes to `logs/<lane>.log`; the first track of a stage also streams it. A
-lane's wall time is measured around its tox call (environment creation included). A lane never
-run (an earlier stage failed) is reported with status "not run".
+lane's wall time is measured around its tox call (environment creation included), its CPU time
+(user + system) from the kernel's account of the tox process and every descendant it reaped
+(`os.wait4`): servers and Ray workers a lane ends count when their parent waited for them. CPU
+over wall says how many of the machine's cores a lane kept busy, so which lanes can share a stage.
+A lane never run (an earlier stage failed) is reported with status "not run".
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Result:
     seconds: float
     status: Status
     log: Path | None
+    cpu_seconds: float | None = None  # user + system of the lane's reaped process tree
 
     @property
     def ok(self) -> bool:
@@ -56,8 +60,10 @@ def run_lane(lane: str, logs: Path, *, stream: TextIO | None) -> Result:
             if stream is not None:
                 stream.write(line)
                 stream.flush()
-        code = proc.wait()
-    return Result(lane, time.monotonic() - started, "passed" if code == 0 else f"failed (exit {code})", log)
+        _, wait_status, usage = os.wait4(proc.pid, 0)
+        code = proc.returncode = os.waitstatus_to_exitcode(wait_status)
+    return Result(lane, time.monotonic() - started, "passed" if code == 0 else f"failed (exit {code})", log,
+                  cpu_seconds=usage.ru_utime + usage.ru_stime)
 
 
 def _track(lanes: Sequence[str], logs: Path, stream: TextIO | None, into: list[Result]) -> None:

@@ -16,13 +16,17 @@
     │   │                         for what an episode asked (a dialect, a tool kind, a content
     │   │                         part, a renderer option): names it; stops the run at the first
     │   │                         group, never resampled
-    │   └── HarnessEnvironmentError  the harness program's uv script environment cannot be
-    │                             prepared (offline, uv's cache lacking it): names UV_OFFLINE=1,
-    │                             the cache and the command that fills it
+    │   ├── HarnessEnvironmentError  the harness program's uv script environment cannot be
+    │   │                         prepared (offline, uv's cache lacking it): names UV_OFFLINE=1,
+    │   │                         the cache and the command that fills it
     ├── WireFormatError           the engine answered something that is not a valid sample:
     │   │                         missing/mismatched logprobs, non-finite or positive values,
     │   │                         a count that disagrees with `completion_tokens`.
     │   └── FinishReasonError     a finish reason that is missing or unknown (names the value)
+    │   ├── AmbiguousIdentityError  a checkpoint path matches more than one registered model
+    │   │                         (carries the candidates and the path component)
+    │   └── UnknownMilesError     the importable `miles` reads neither ABI selector variable
+    ├── RolloutStalledError       every recent group was dropped: the run cannot make progress
     ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
     ├── EpisodeError              an episode failed as data (Verifiers recorded or raised a rollout
     │                             error): its group is dropped with `reason`; any other exception
@@ -36,6 +40,15 @@
     └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
         └── EmptyTraceError       a trace with no branches: nothing to train on
 
+Outside the tree, each where its callers need a standard base (all defined here):
+    JSONBodyError(ValueError)     a body that is not one strict JSON document (adapter.wire.strict_json)
+    ServeError(RuntimeError)      the bridge server did not start listening in time
+    CheckFailed(Exception)        `vf-sglang check`: a check's own verdict on a server's answer
+    CheckSkipped(Exception)       `vf-sglang check`: the check does not apply to this server
+One exception lives in a shim, not here: generation A's `AdapterRequestError` must subclass
+Verifiers' own `ProviderError` (TrainClient retries by that type), and this module imports
+nothing from Verifiers.
+
 An exhausted length budget is a clean truncation, not a failure: `adapter.wire.translate` raises
 Verifiers' own `OverlongPromptError` where the installed release has one (0.2.x, 0.3.x: the
 in-process TrainClient must recognise it by type), and `PromptTooLongError` below otherwise
@@ -43,6 +56,8 @@ in-process TrainClient must recognise it by type), and `PromptTooLongError` belo
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class VfSglangError(Exception):
@@ -160,3 +175,36 @@ class EngineBusyError(EngineStatusError):
 class HarnessEnvironmentError(ConfigurationError):
     """The harness program's uv script environment cannot be prepared before the first episode
     (no package index answered and uv's cache lacks it): `adapter.rollout.harness_uv`."""
+
+
+class AmbiguousIdentityError(ConfigurationError):
+    """A checkpoint path matches more than one registered model."""
+
+    def __init__(self, message: str, candidates: Sequence[str] = (), component: str = "") -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
+        self.component = component
+
+
+class UnknownMilesError(ConfigurationError):
+    """The importable `miles` reads neither selector variable (not Miles, or an unknown release)."""
+
+
+class RolloutStalledError(VfSglangError):
+    """Every recent group was dropped: the run cannot make progress (drop counts attached)."""
+
+
+class JSONBodyError(ValueError):
+    """A body that is not one strict JSON document (the message says why)."""
+
+
+class ServeError(RuntimeError):
+    """The server did not start listening in time (port taken, bad host)."""
+
+
+class CheckFailed(Exception):
+    """A check's own verdict: the server answered, and the answer is not what the adapter needs."""
+
+
+class CheckSkipped(Exception):
+    """A control-flow signal: the check does not apply to this server (the message says why)."""

@@ -50,9 +50,10 @@ from adapter.errors import (
     EngineStatusError,
     EngineTimeoutError,
     EngineUnavailableError,
+    JSONBodyError,
     WireFormatError,
 )
-from adapter.wire.strict_json import JSONBodyError, dumps, loads
+from adapter.wire.strict_json import dumps, loads
 from adapter.wire.translate import (
     SESSION_ID_HEADER,
     SGLangRequest,

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import uvicorn
 
+from adapter.errors import ServeError
+
 LOOPBACK = "127.0.0.1"
 T = TypeVar("T")
 
@@ -26,10 +28,6 @@ def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
     except ImportError:  # PyPy or Windows: the standard loop
         return asyncio.run(main)
     return uvloop.run(main)
-
-
-class ServeError(RuntimeError):
-    """The server did not start listening in time (port taken, bad host)."""
 
 
 def _bound_port(server: uvicorn.Server) -> int:

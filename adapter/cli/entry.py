@@ -92,8 +92,9 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
 
 
 def _serve_bridge(args: argparse.Namespace) -> int:
-    from adapter.bridge.serve import ServeError, run_event_loop
+    from adapter.bridge.serve import run_event_loop
     from adapter.cli.arguments import check_port_free
+    from adapter.errors import ServeError
 
     check_port_free(args.host, args.port)  # one line naming --port, before uvicorn logs its own
     try:
@@ -221,7 +222,7 @@ QUIET_TRANSFORMERS = {"TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from adapter.bridge.serve import ServeError
+    from adapter.errors import ServeError
 
     for name, value in QUIET_TRANSFORMERS.items():
         os.environ.setdefault(name, value)

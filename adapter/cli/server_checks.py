@@ -34,7 +34,7 @@ from adapter.config.settings import ROUTING_KEY_POLICIES, Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, speaks_sglang
 from adapter.engine.topology import ROUTED_WORKER_HEADER, Topology
-from adapter.errors import EngineAbortedError, EngineError, VfSglangError
+from adapter.errors import CheckFailed, CheckSkipped, EngineAbortedError, EngineError, VfSglangError
 from adapter.wire.translate import to_renderers_response, to_sglang_request
 from adapter.wire.types import EngineOutput
 
@@ -193,10 +193,10 @@ async def _routed_to(engine: SGLangClient, key: str) -> str | None:
 
 async def _routing(engine: SGLangClient, facts: ServerFacts) -> str:
     if not facts.behind_router:
-        raise _Skip("not a router (neither /workers nor /list_workers listed workers)")
+        raise CheckSkipped("not a router (neither /workers nor /list_workers listed workers)")
     same = [await _routed_to(engine, "vf-sglang-check-same-key") for _ in range(SAME_KEY_PROBES)]
     if None in same:
-        raise _Skip(f"the router names no worker ({ROUTED_WORKER_HEADER}): where a key went cannot be seen")
+        raise CheckSkipped(f"the router names no worker ({ROUTED_WORKER_HEADER}): where a key went cannot be seen")
     workers = sorted(set(same), key=same.index)
     _expect(len(workers) == 1, (
         f"one X-SMG-Routing-Key went to {len(workers)} workers in {SAME_KEY_PROBES} requests "
@@ -217,19 +217,11 @@ async def _routing(engine: SGLangClient, facts: ServerFacts) -> str:
 
 async def _determinism(engine: SGLangClient, facts: ServerFacts) -> str:
     if not facts.deterministic:
-        raise _Skip(NOT_DETERMINISTIC)
+        raise CheckSkipped(NOT_DETERMINISTIC)
     first = await check_generate(engine, max_tokens=16, temperature=0.8, seed=1234)
     second = await check_generate(engine, max_tokens=16, temperature=0.8, seed=1234)
     _expect(first["choices"][0]["token_ids"] == second["choices"][0]["token_ids"], "same seed, different tokens")
     return "same seed, same tokens"
-
-
-class _Skip(Exception):  # a control-flow signal: the check does not apply to this server
-    pass
-
-
-class CheckFailed(Exception):
-    """A check's own verdict: the server answered, and the answer is not what the adapter needs."""
 
 
 def _expect(condition: object, detail: str) -> None:
@@ -252,7 +244,7 @@ CHECKS: dict[str, Check] = {
 async def run_check(name: str, engine: SGLangClient, facts: ServerFacts, *, required: bool = True) -> CheckResult:
     try:
         return CheckResult(name, "pass", await CHECKS[name](engine, facts), required)
-    except _Skip as skip:
+    except CheckSkipped as skip:
         return CheckResult(name, "skip", str(skip), required)
     except (CheckFailed, VfSglangError) as exc:
         return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}", required)

@@ -59,8 +59,9 @@ from adapter.errors import (
     EngineStatusError,
     EngineTimeoutError,
     EngineUnavailableError,
+    JSONBodyError,
 )
-from adapter.wire.strict_json import JSONBodyError, dumps, loads
+from adapter.wire.strict_json import dumps, loads
 from adapter.wire.translate import SGLangRequest
 from adapter.wire.types import EngineOutput, parse_engine_output
 

@@ -21,17 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from adapter.errors import ConfigurationError
+from adapter.errors import ConfigurationError, UnknownMilesError
 
 Flavor = Literal["main", "0.0.2"]
 FLAVORS: tuple[Flavor, ...] = ("main", "0.0.2")
 LEGACY_FLAG = "MILES_USE_LEGACY_ROLLOUT_V1"  # Miles main: 1 = legacy function
 REFACTOR_FLAG = "MILES_EXPERIMENTAL_ROLLOUT_REFACTOR"  # miles-rl 0.0.2: 1 = class ABI
 SELECTORS = (LEGACY_FLAG, REFACTOR_FLAG)
-
-
-class UnknownMilesError(ConfigurationError):
-    """The importable `miles` reads neither selector variable (not Miles, or an unknown release)."""
 
 
 def detect_flavor() -> Flavor | None:

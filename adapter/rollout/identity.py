@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from adapter.config.rules import FlagNames
-from adapter.errors import ConfigurationError
+from adapter.errors import AmbiguousIdentityError
 
 HF_CACHE_PREFIX = "models--"
 # (file in the directory, key naming the id or path it was loaded from); see the module docstring
@@ -41,15 +41,6 @@ SELF_DESCRIPTIONS: tuple[tuple[str, str], ...] = (
     ("config.json", "_name_or_path"),
     ("tokenizer_config.json", "name_or_path"),
 )
-
-
-class AmbiguousIdentityError(ConfigurationError):
-    """A checkpoint path matches more than one registered model."""
-
-    def __init__(self, message: str, candidates: Sequence[str] = (), component: str = "") -> None:
-        super().__init__(message)
-        self.candidates = tuple(candidates)
-        self.component = component
 
 
 def registered_models() -> Mapping[str, str]:

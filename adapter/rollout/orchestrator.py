@@ -41,7 +41,7 @@ from adapter.bridge.stats import SessionStats
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.proxies import bypass_proxies_for_loopback
-from adapter.errors import ConfigurationError, EpisodeError, TrainerSampleError, VfSglangError
+from adapter.errors import ConfigurationError, EpisodeError, RolloutStalledError, TrainerSampleError
 from adapter.rollout.generations import EpisodeBackend
 from adapter.rollout.hooks import RolloutHooks, score
 from adapter.rollout.metrics import CallStats
@@ -67,10 +67,6 @@ def renderer_pool_size(max_in_flight: int) -> int:
 
 # The drop reason of a group the dynamic filter rejected (its own reason is the detail).
 FILTERED = "dynamic_filter"
-
-
-class RolloutStalledError(VfSglangError):
-    """Every recent group was dropped: the run cannot make progress (drop counts attached)."""
 
 
 @dataclass

@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from adapter.errors import JSONBodyError
+
 # Every JSON string, with a capture when a colon follows it (then it is an object key). Run
 # from the start of a valid document, each match consumes a whole string, so the scan never
 # starts inside one: the count of captured matches is the number of object keys.
@@ -31,10 +33,6 @@ _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"(\s*:)?')  # "unrolled": one cl
 _KEYS = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(\s*:)?')
 
 DEFAULT_LIMIT = 64 * 1024 * 1024
-
-
-class JSONBodyError(ValueError):
-    """A body that is not one strict JSON document (the message says why)."""
 
 
 def _key_count(raw: bytes) -> int:

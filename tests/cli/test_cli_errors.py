@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from renderers.base import load_tokenizer
 
-from adapter.bridge.serve import ServeError, served
+from adapter.bridge.serve import served
 from adapter.cli.entry import build_parser, main
+from adapter.errors import ServeError
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from adapter.config.settings import Settings
-from adapter.errors import UnsupportedRequestError
-from adapter.rollout.orchestrator import Orchestrator, RolloutHooks, RolloutStalledError
+from adapter.errors import RolloutStalledError, UnsupportedRequestError
+from adapter.rollout.orchestrator import Orchestrator, RolloutHooks
 from tests.fakes import FakeBackend
 
 

@@ -1,0 +1,39 @@
+"""Every exception the adapter defines lives in `adapter/errors.py` and is drawn in its tree, so a
+caller finds each type in one place (the one exception: generation A's `AdapterRequestError`
+subclasses Verifiers' own `ProviderError`, and errors.py imports nothing from Verifiers)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import adapter.errors
+
+ADAPTER = Path(__file__).resolve().parents[2] / "adapter"
+OUTSIDE = {("rollout/generations/a.py", "AdapterRequestError")}  # must subclass Verifiers' ProviderError
+
+
+def _defined_exceptions() -> set[tuple[str, str]]:
+    """(module path, class name) of each class in adapter/ whose bases name an Error/Exception."""
+    found = set()
+    for path in ADAPTER.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(base) for base in node.bases]
+                if any(base.endswith(("Error", "Exception")) for base in bases):
+                    found.add((path.relative_to(ADAPTER).as_posix(), node.name))
+    return found
+
+
+def test_every_exception_class_is_defined_in_errors_py() -> None:
+    elsewhere = {found for found in _defined_exceptions() if found[0] != "errors.py"}
+    assert elsewhere == OUTSIDE
+
+
+def test_errors_py_draws_every_class_it_defines() -> None:
+    classes = [name for name, value in vars(adapter.errors).items()
+               if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == "adapter.errors"]
+    doc = adapter.errors.__doc__ or ""
+    assert len(classes) > 20
+    assert [name for name in classes if name not in doc] == []

@@ -10,5 +10,5 @@ user meets it tomorrow); a release the gate refuses is reported, with its result
 gate under the opt-in. `runner` builds a cell's venv and runs the contract suite (and the sglang
 schema checks) with a JUnit report; `junit` reads the first failing check from it; `report` writes
 the "newest published" section of docs/compatibility.md. `rules` is each package's gate rule, pin
-location and lanes (the README's bump table).
+location and lanes (docs/versions.md's bump table).
 """

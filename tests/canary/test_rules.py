@@ -1,4 +1,4 @@
-"""Each dependency's gate rule, pin and lanes: read where the pins live, and the README's table."""
+"""Each dependency's gate rule, pin and lanes: read where the pins live, and docs/versions.md's table."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def _tox_envs() -> set[str]:
     return envs
 
 
-def test_the_readme_shows_the_bump_rules_as_the_code_holds_them() -> None:
-    assert markdown_table() in (REPO / "README.md").read_text(), "paste e2e.canary.rules.markdown_table() into README"
+def test_the_versions_doc_shows_the_bump_rules_as_the_code_holds_them() -> None:
+    assert markdown_table() in (REPO / "docs" / "versions.md").read_text(), \
+        "paste e2e.canary.rules.markdown_table() into docs/versions.md"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)

@@ -44,9 +44,15 @@ HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 420.0
 STOP_GRACE_S = 15.0
 PLUGIN_NAME = "vf_sglang_cpu"  # the entry-point name in standin/vf_sglang_cpu_standin-0.dist-info
+# --mem-fraction-static: the share of the memory free before the weights load that SGLang keeps
+# for itself. SGLang refuses to start when less is free after the load than (1 - share) × before
+# (its `_profile_available_bytes`), so anything else on the machine allocating during those
+# seconds (a lane beside this one, a Ray head) fails the start at a small share: 0.05 did, in CI,
+# once the router lane's engines loaded beside 0.5.16. 0.3 tolerates 30 % going elsewhere; the
+# pool itself stays 4096 tokens (--max-total-tokens caps what the profile allows).
 CPU_FLAGS = (
     "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
-    "--disable-overlap-schedule", "--mem-fraction-static", "0.05", "--max-total-tokens", "4096",
+    "--disable-overlap-schedule", "--mem-fraction-static", "0.3", "--max-total-tokens", "4096",
     "--tp", "1", "--dtype", "bfloat16", "--sleep-on-idle",  # sleep: an idle scheduler spins a core otherwise
 )
 SERVER_ENV = {

@@ -36,7 +36,7 @@ def test_argv_runs_launch_server_from_the_venv_with_the_cpu_flags(tmp_path: Path
     assert argv[:3] == ["/venv/bin/python", "-m", "sglang.launch_server"]
     assert _flag(argv, "--model-path") == str(tmp_path)
     assert _flag(argv, "--host") == "127.0.0.1" == HOST and _flag(argv, "--port") == "31234"
-    for name, value in [("--device", "cpu"), ("--attention-backend", "torch_native"), ("--mem-fraction-static", "0.05"),
+    for name, value in [("--device", "cpu"), ("--attention-backend", "torch_native"), ("--mem-fraction-static", "0.3"),
                         ("--max-total-tokens", "4096"), ("--tp", "1"), ("--dtype", "bfloat16")]:
         assert _flag(argv, name) == value
     for switch in ("--disable-cuda-graph", "--disable-overlap-schedule", "--sleep-on-idle"):

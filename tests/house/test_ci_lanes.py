@@ -18,9 +18,12 @@ from tools.ci.report import document, slowest_tests, stage_wall, table
 from tools.ci.runner import Result, run_stages
 
 REPO = Path(__file__).resolve().parents[2]
-# Lanes that start a real SGLang server (or two): never beside each other (memory: SGLang sizes its
-# KV cache from the machine's free memory, and a second server beside it once left none).
+# Lanes that start a real SGLang server (or two). SGLang refuses to start when more than its
+# --mem-fraction-static of the memory free before its weights load goes elsewhere meanwhile: a lane
+# beside it loading a model did that at 0.05. Two such lanes may share a stage only while the CPU
+# servers keep a share that tolerates it; the RL lane, whose claim is numeric, runs alone.
 STARTS_SGLANG = {"sglang-cpu", "sglang-cpu-0516", "rl-cpu", "miles"}
+TOLERANT_SHARE = 0.25
 
 
 def _tox_envs() -> set[str]:
@@ -45,10 +48,16 @@ def test_every_tox_env_runs_in_exactly_one_lane_of_ci() -> None:
     assert sorted(lane_order()) == sorted(LANES), "every lane runs in exactly one stage"
 
 
-def test_no_stage_runs_two_sglang_servers_side_by_side() -> None:
+def test_sglang_lanes_share_a_stage_only_when_the_servers_tolerate_each_other() -> None:
+    from e2e.sglang_cpu.server import CPU_FLAGS
+
+    share = float(CPU_FLAGS[CPU_FLAGS.index("--mem-fraction-static") + 1])
     for stage in STAGES:
         starting = [track for track in stage if STARTS_SGLANG & set(track)]
-        assert len(starting) <= 1, f"stage {stage} starts SGLang in {len(starting)} tracks"
+        if len(starting) > 1:
+            assert share >= TOLERANT_SHARE, f"stage {stage} starts SGLang in {len(starting)} tracks at share {share}"
+        if any("rl-cpu" in track for track in stage):
+            assert stage == (("rl-cpu",),), "the RL lane runs alone"
 
 
 def test_the_readmes_test_command_runs_first() -> None:

@@ -97,16 +97,16 @@ LANES: dict[str, Lane] = {
 }
 
 # Each stage: tracks side by side; each track: lanes one after another. The first track's output
-# streams; the others' is printed when the stage ends. No two tracks start an SGLang server.
+# streams; the others' is printed when the stage ends. Most lanes keep about one core busy
+# (docs/ci.md's CPU column; sglang-cpu 1.5), so two tracks fill the machine's two. SGLang lanes may
+# share a stage: the CPU servers start with --mem-fraction-static 0.3 (e2e/sglang_cpu/server.py
+# says why). The RL lane runs alone: beside the miles lane it took as long as the two in turn.
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("fast",), ("lint", "lane-isolation", "wheel", "sglang-schema")),
     (("e2e", "canary"), ("matrix",)),
-    (("sglang-cpu",),),
-    # smg before two reference engines (torch, no SGLang) beside SGLang 0.5.16: the router lane's
-    # deadlines are minutes, and 0.5.16's lane leaves a core idle while its server decodes.
-    (("sglang-cpu-0516",), ("router",)),
+    (("sglang-cpu",), ("sglang-cpu-0516",)),
+    (("miles",), ("router",)),
     (("rl-cpu",),),
-    (("miles",),),
 )
 
 NOT_IN_CI: dict[str, str] = {

@@ -19,13 +19,13 @@
     │   ├── HarnessEnvironmentError  the harness program's uv script environment cannot be
     │   │                         prepared (offline, uv's cache lacking it): names UV_OFFLINE=1,
     │   │                         the cache and the command that fills it
+    │   ├── AmbiguousIdentityError  a checkpoint path matches more than one registered model
+    │   │                         (carries the candidates and the path component)
+    │   └── UnknownMilesError     the importable `miles` reads neither ABI selector variable
     ├── WireFormatError           the engine answered something that is not a valid sample:
     │   │                         missing/mismatched logprobs, non-finite or positive values,
     │   │                         a count that disagrees with `completion_tokens`.
     │   └── FinishReasonError     a finish reason that is missing or unknown (names the value)
-    │   ├── AmbiguousIdentityError  a checkpoint path matches more than one registered model
-    │   │                         (carries the candidates and the path component)
-    │   └── UnknownMilesError     the importable `miles` reads neither ABI selector variable
     ├── RolloutStalledError       every recent group was dropped: the run cannot make progress
     ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
     ├── EpisodeError              an episode failed as data (Verifiers recorded or raised a rollout

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import adapter.errors
@@ -37,3 +38,22 @@ def test_errors_py_draws_every_class_it_defines() -> None:
     doc = adapter.errors.__doc__ or ""
     assert len(classes) > 20
     assert [name for name in classes if name not in doc] == []
+
+
+def test_errors_py_draws_each_class_under_its_base() -> None:
+    """Each `├── Name`/`└── Name` of the tree is a subclass of the name drawn one level up (a
+    level is four columns)."""
+    lines = (adapter.errors.__doc__ or "").split("\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    parents: dict[int, str] = {0: lines[0].strip()}
+    drawn = 0
+    for line in lines[1:]:
+        match = re.search(r"[├└]── (\w+)", line)
+        if match is None:
+            continue
+        depth = (match.start() - len(lines[0]) + len(lines[0].lstrip())) // 4 + 1
+        name = match.group(1)
+        parents[depth] = name
+        base = getattr(adapter.errors, parents[depth - 1])
+        assert issubclass(getattr(adapter.errors, name), base), f"{name} is drawn under {base.__name__}"
+        drawn += 1
+    assert drawn >= 20

@@ -1,42 +1,18 @@
 """Loopback calls never go through a proxy, tested with `http_proxy`/`HTTP_PROXY`
-pointing at a closed loopback port: any request sent to "the proxy" fails to connect. (Only
-the http ones: on a real proxied machine the proxy works for the https package downloads uv
+pointing at a closed loopback port (`proxy_nowhere`, tests/conftest.py): any request sent to
+"the proxy" fails to connect. The rollout command as a process on such a machine is
+tests/cli/test_jobs_cli.py's `test_rollout_command_writes_verifiable_samples`. (Only the http ones: on a real proxied machine the proxy works for the https package downloads uv
 makes for the harness, so those must not be broken here either.)"""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.engine.proxies import LOOPBACK_HOSTS, bypass_proxies_for_loopback, no_proxy_value
-from conformance.engine import ScriptedEngine, asgi_app
-from conformance.policies import TextPolicy
-from e2e.verify import expectation_for, load_samples, verify
-
-VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
-PROXY_VARS = ("http_proxy", "HTTP_PROXY")
-
-
-@pytest.fixture
-def proxy_nowhere(monkeypatch) -> str:
-    """The http proxy variables set to a loopback port nothing listens on; no NO_PROXY."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        nowhere = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    for name in PROXY_VARS:
-        monkeypatch.setenv(name, nowhere)
-    for name in ("no_proxy", "NO_PROXY"):
-        monkeypatch.setenv(name, "")  # recorded, so what the adapter sets is undone after the test
-        monkeypatch.delenv(name)
-    return nowhere
 
 
 def test_loopback_hosts_join_the_existing_entries_of_both_spellings() -> None:
@@ -63,27 +39,6 @@ async def test_a_proxy_reading_client_reaches_a_loopback_server_once_bypassed(mo
         bypass_proxies_for_loopback()
         async with httpx.AsyncClient(timeout=5) as client:
             assert (await client.get(url)).text == "direct"
-
-
-@pytest.mark.usefixtures("proxy_nowhere")
-async def test_the_rollout_command_works_on_a_proxied_machine(tmp_path, qwen3_tokenizer) -> None:
-    """Engine (loopback), served bridge (generation B) and the harness' calls to Verifiers'
-    interception server."""
-    from adapter.rollout.generations import installed
-
-    config = installed().bundled_envs() / "group-v1.toml"  # B: its TrainClient calls the served bridge
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
-    engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "banana"))
-    out = tmp_path / "samples.jsonl"
-    env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
-    async with served(asgi_app(engine)) as url:
-        process = await asyncio.create_subprocess_exec(
-            VF_SGLANG, "rollout", "--sglang-url", url, "--config", str(config),
-            "--model", "Qwen/Qwen3-0.6B", "--tokenizer", str(qwen3_tokenizer), "--groups", "1", "--n", "2",
-            "--out", str(out), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        _, stderr = await asyncio.wait_for(process.communicate(), timeout=300)
-    assert process.returncode == 0, stderr.decode()[-3000:]
-    verify(load_samples(out), expectation_for("group-v1", groups=1, n=2))
 
 
 async def test_episodes_start_with_loopback_excluded_from_proxies(proxy_nowhere, sglang_mock) -> None:

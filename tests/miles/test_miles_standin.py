@@ -234,8 +234,9 @@ async def test_real_episodes_inside_miles_pass_miles_checks(miles, qwen3_tokeniz
 
     sglang_mock.default = arith_policy(load_tokenizer(str(qwen3_tokenizer)))
     # arith-mini-v1: arith-v1's first two tasks (the eval runs each; arith-v1's 12 cost ~20 s of harness CPU)
+    # one train group (the eval runs both tasks)
     args = miles_args(qwen3_tokenizer, sglang_mock, "arith-mini-v1", eval_interval=1, reward_key=None,
-                      eval_reward_key="correct")
+                      eval_reward_key="correct", rollout_batch_size=1)
     constructor, train_input, eval_input, train_output, eval_output = abi_types()
     fn = VerifiersRolloutFn(constructor(args=args, data_source=None))
     trained = await fn(train_input(rollout_id=0, weight_version=1))

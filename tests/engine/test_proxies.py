@@ -1,8 +1,9 @@
 """Loopback calls never go through a proxy, tested with `http_proxy`/`HTTP_PROXY`
 pointing at a closed loopback port (`proxy_nowhere`, tests/conftest.py): any request sent to
 "the proxy" fails to connect. The rollout command as a process on such a machine is
-tests/cli/test_jobs_cli.py's `test_rollout_command_writes_verifiable_samples`. (Only the http ones: on a real proxied machine the proxy works for the https package downloads uv
-makes for the harness, so those must not be broken here either.)"""
+tests/cli/test_jobs_cli.py's `test_rollout_command_writes_verifiable_samples`. (Only the http
+ones: on a real proxied machine the proxy works for the https package downloads uv makes for
+the harness, so those must not be broken here either.)"""
 
 from __future__ import annotations
 

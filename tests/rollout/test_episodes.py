@@ -82,12 +82,16 @@ async def test_train_returns_batch_of_full_valid_groups(qwen3_tokenizer, tokeniz
     assert out.metrics["verifiers/error_rate"] == 0.0
 
 
-async def test_group_reward_sums_to_its_constant_in_every_group(qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+async def test_a_group_reward_reaches_miles_summing_to_its_constant_beside_every_component(
+        qwen3_tokenizer, tokenizer, sglang_mock) -> None:
+    """Through Miles' class: the reward key picks the group reward, the sample keeps every component
+    (one group; the contract suite checks the sum on every supported release)."""
     verbose = itertools.count()
     sglang_mock.default = TextPolicy(tokenizer, lambda prompt: (
         re.search(r"Say the word '(\w+)'", prompt).group(1) if next(verbose) % 2 else "Sure, here it is!"))
-    args = miles_args(qwen3_tokenizer, sglang_mock, "group-v1", reward_key="shortest")
+    args = miles_args(qwen3_tokenizer, sglang_mock, "group-v1", reward_key="shortest", rollout_batch_size=1)
     out = await VerifiersRolloutFn(RolloutFnConstructorInput(args, None))(RolloutFnTrainInput(rollout_id=0))
+    assert len(out.samples) == 1
     for group in out.samples:
         assert sum(sample.reward["shortest"] for sample in group) == pytest.approx(0.5)
         assert all(set(sample.reward) == {"says_word", "shortest", "reward"} for sample in group)

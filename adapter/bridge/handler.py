@@ -117,8 +117,6 @@ class BridgeState:
     # re-raises this object as soon as a group finishes: the type travels, never its name.
     refusal: ConfigurationError | None = None
     stats: SessionStats = field(default_factory=SessionStats)  # per-session meta_info (adapter.bridge.stats)
-    # Settings field → the flag of the command that runs, for refusals (None: Miles' flags).
-    flags: Mapping[str, str] | None = None
 
 
 def error_reply(status: int, kind: str, message: str) -> Reply:
@@ -146,7 +144,6 @@ async def _generate(state: BridgeState, body: bytes | Mapping[str, Any], session
         settings=state.settings,
         session_id=session_id,
         first_turn=state.sessions.is_first_turn(session_id),
-        flags=state.flags,
     )
     await _refuse_what_the_router_drops(state, request)
     state.sessions.remember(session_id)
@@ -260,12 +257,10 @@ GENERATE_PATH = "/inference/v1/generate"
 _SESSION_KEY = SESSION_ID_HEADER.lower().encode()
 
 
-def create_app(
-    settings: Settings, engine: SGLangClient, *, model: str | None = None, flags: Mapping[str, str] | None = None
-) -> BridgeApp:
+def create_app(settings: Settings, engine: SGLangClient, *, model: str | None = None) -> BridgeApp:
     """The bridge for one engine. `model` is the id episodes use (Renderers matches the
     `/v1/models` card by it); `settings.rollout_max_context_len` is the advertised length;
-    `flags` maps `Settings` fields to the running command's flags, for refusals."""
+    refusals name options by `settings.flag`."""
     overlong_error_class()  # imports verifiers (seconds): pay once here, not on the first request
     app = Starlette(
         routes=[
@@ -277,6 +272,6 @@ def create_app(
     )
     app.state.bridge = BridgeState(
         settings=settings, engine=engine, model=model, sessions=SessionLRU(settings.session_lru_size),
-        budgets=TurnBudgets(ENGINE_ATTEMPTS_PER_TURN, max_size=settings.session_lru_size), flags=flags,
+        budgets=TurnBudgets(ENGINE_ATTEMPTS_PER_TURN, max_size=settings.session_lru_size),
     )
     return BridgeApp(app)

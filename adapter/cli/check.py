@@ -61,12 +61,11 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckRe
         verifiers_config=str(args.config), rollout_batch_size=1, n_samples_per_prompt=2, over_sampling_batch_size=1,
         rollout_max_response_len=64, rollout_max_context_len=facts.context_length,
         renderer_model_name=model, hf_checkpoint=args.tokenizer or model, rollout_global_dataset=False,
-        sglang_router_policy=args.router_policy,
+        sglang_router_policy=args.router_policy, flag_names=ROUTER_FLAG,
     )  # fmt: skip
     add_env_sources([installed().bundled_tasksets()])
     try:
-        result = await run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer,
-                                    flags=ROUTER_FLAG)
+        result = await run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer)
     except VfSglangError as exc:
         return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}")
     samples = [sample for group in result.groups for sample in group]
@@ -88,8 +87,8 @@ async def run(args: argparse.Namespace) -> int:
             return 1
         print(f"engine: {facts.describe()}")
         if facts.topology is not None:
-            warning = router_notes(facts.topology, Settings(sglang_router_policy=args.router_policy),
-                                   flags=ROUTER_FLAG).warning
+            warning = router_notes(facts.topology, Settings(sglang_router_policy=args.router_policy,
+                                                            flag_names=ROUTER_FLAG)).warning
             if warning:
                 print(f"warning: {warning}")
         results = await run_checks(engine, facts, model_max=model_context_length(args.tokenizer),

@@ -3,8 +3,8 @@ engine), `rollout` (the same pipeline against a real SGLang server) and `engine`
 reference engine alone). Registered on the parser by `adapter.cli.entry`.
 
 Flags are data: `JOB_FLAGS` says which `Settings` fields each job flag fills. `_settings`
-builds `Settings` from it and `flag_names` inverts it into the flag map that validation renders
-its messages with, so an error names what the user typed (`--groups`, `--n`), not the Miles
+builds `Settings` from it, with `flag_names` (its inverse) as the settings' own flag names, so
+an error anywhere names what the user typed (`--groups`, `--n`), not the Miles
 flag behind it. Cheap input checks (`adapter.cli.arguments`: model dir, tokenizer, port) run before
 any slow work: before the tiny model is built and before an engine loads weights.
 
@@ -86,12 +86,13 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")  # argparse's own rule
 
 
-def _settings(args: argparse.Namespace, **fields: Any) -> Settings:
+def _settings(args: argparse.Namespace, command_flags: Mapping[str, tuple[str, ...]], **fields: Any) -> Settings:
+    """The job's settings, knowing the flags of the command that runs (its errors name them)."""
     values = {field: getattr(args, _dest(flag)) for flag, names in JOB_FLAGS.items() for field in names}
     if values["rollout_seed"] is None:
         del values["rollout_seed"]
     return Settings(**values, sglang_enable_deterministic_inference=args.seed is not None,
-                    rollout_global_dataset=False, **fields)
+                    rollout_global_dataset=False, flag_names=flag_names(JOB_FLAGS, command_flags), **fields)
 
 
 def _report(args: argparse.Namespace, result: TrainOutput, seconds: float) -> int:
@@ -110,36 +111,34 @@ def _say(args: argparse.Namespace, line: str) -> None:
         print(line, flush=True)
 
 
-async def _look_at_router(args: argparse.Namespace, settings: Settings, flags: Mapping[str, str]) -> None:
-    notes = router_notes(await discover(args.sglang_url), settings, flags=flags)
+async def _look_at_router(args: argparse.Namespace, settings: Settings) -> None:
+    notes = router_notes(await discover(args.sglang_url), settings)
     if notes.status:
         _say(args, notes.status)
     if notes.warning:
         logger.warning("vf-sglang: warning: %s", notes.warning)
 
 
-async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None,
-               flags: Mapping[str, str]) -> TrainOutput:
+async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None) -> TrainOutput:
     from adapter.rollout.hooks import RolloutHooks
     from adapter.rollout.job import prepare_job, run_rollouts
 
-    job = prepare_job(settings, flags=flags)  # options and the config file before the engine is asked
-    await _look_at_router(args, settings, flags)
+    job = prepare_job(settings)  # options and the config file before the engine is asked
+    await _look_at_router(args, settings)
     with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
         return await run_rollouts(job, engine_url=url, tokenizer_path=tokenizer, hooks=RolloutHooks(on_group=progress))
 
 
 def _rollout(args: argparse.Namespace) -> int:
     start_recording(args)
-    flags = flag_names(JOB_FLAGS, ROLLOUT_FLAGS)
     flag, source = ("--tokenizer", args.tokenizer) if args.tokenizer else ("--model", args.model)
     if Path(source).expanduser().is_dir():  # a hub id is resolved (bounded) by preflight instead
         check_tokenizer_dir(Path(source).expanduser(), flag=flag)
     add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
-    settings = _settings(args, verifiers_config=args.config, renderer_model_name=args.model,
+    settings = _settings(args, ROLLOUT_FLAGS, verifiers_config=args.config, renderer_model_name=args.model,
                          hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
-    result = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer, flags))
+    result = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer))
     return _report(args, result, time.monotonic() - started)
 
 
@@ -171,13 +170,12 @@ def _quiet_libraries() -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    flags = flag_names(JOB_FLAGS, DEMO_FLAGS)
     model_dir = check_model_dir(args.model_dir, flag="--model-dir") if args.model_dir else None
-    settings = _settings(args, verifiers_config=str(installed().bundled_config(args.taskset)),
+    settings = _settings(args, DEMO_FLAGS, verifiers_config=str(installed().bundled_config(args.taskset)),
                          renderer_model_name=QWEN3)
     from adapter.rollout.job import prepare_job
 
-    job = prepare_job(settings, flags=flags)  # options and the config file before the model is built
+    job = prepare_job(settings)  # options and the config file before the model is built
     if not progress_wanted(args.quiet):
         _quiet_libraries()
     if model_dir is None:

@@ -72,17 +72,18 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
         rollout_max_response_len=args.max_response_len,
         sglang_router_policy=args.router_policy,
         session_lru_size=args.session_lru_size,
+        flag_names=ROUTER_FLAG,
     )
     start_recording(args)
     engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout), max_in_flight=args.max_in_flight)
     try:
         # the same look at the engine address that rollout and check take: a router is described
         # (workers, the retry flag the adapter expects), one met without --router-policy warned about
-        notes = router_notes(await engine.discover(), settings, flags=ROUTER_FLAG)
+        notes = router_notes(await engine.discover(), settings)
         for line in (notes.status, notes.warning and f"warning: {notes.warning}"):
             if line:
                 print(f"vf-sglang: {line}", file=sys.stderr, flush=True)
-        app = create_app(settings, engine, model=args.model, flags=ROUTER_FLAG)
+        app = create_app(settings, engine, model=args.model)
         async with served(app, host=args.host, port=args.port) as url:
             print(f"vf-sglang bridge ready at {url} (engine {args.sglang_url})", flush=True)
             await asyncio.Event().wait()  # until interrupted

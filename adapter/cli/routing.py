@@ -15,10 +15,8 @@ expects (docs/router.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from adapter.config.rules import FlagNames
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
 from adapter.engine.topology import Topology
@@ -35,7 +33,7 @@ class RouterNotes:
     warning: str | None  # a problem the user should fix (None: none)
 
 
-def router_notes(topology: Topology, settings: Settings, *, flags: Mapping[str, str] | None = None) -> RouterNotes:
+def router_notes(topology: Topology, settings: Settings) -> RouterNotes:
     """What to tell the user about the engine address before a run (see the module docstring)."""
     if not topology.is_router:
         return RouterNotes(None, None)
@@ -43,7 +41,7 @@ def router_notes(topology: Topology, settings: Settings, *, flags: Mapping[str, 
               "(docs/router.md)")
     if settings.sglang_router_policy is not None:
         return RouterNotes(status, None)
-    flag = FlagNames(flags or {})["sglang_router_policy"]
+    flag = settings.flag("sglang_router_policy")
     warning = (
         f"{topology.url} is an SGLang router and {flag} is not set: no request carries X-SMG-Routing-Key, so "
         "under the router's consistent_hashing or manual policy the turns of one episode land on random "

@@ -3,33 +3,19 @@
 Consumes `Settings` and, for the rules that need the loaded environment, `EnvFacts`. Emits
 nothing on success; otherwise one `ConfigurationError` listing every broken rule, each naming
 the flag and what to do instead. Messages name options as `{settings_field}` templates, rendered
-with a flag map (`FlagNames`): Miles' flags by default, the CLI's own when a `vf-sglang` command
-passes its map, so the message names what the user typed. Config-file rules live in
+with the settings' own flag names (`Settings.flag`): Miles' flags by default, a `vf-sglang`
+command's own when it built the settings, so the message names what the user typed. Config-file rules live in
 `adapter.config.env_config`, version rules in `adapter.rollout.versions`; this table holds the trainer-option and
 taskset rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapter.config.settings import Settings
+from adapter.config.settings import FlagNames, Settings
 from adapter.errors import ConfigurationError
-
-
-class FlagNames(dict[str, str]):
-    """A flag map: `Settings` field → the flag that fills it in the command that runs (the
-    `vf-sglang` subcommands pass theirs, e.g. `rollout_batch_size` → `--groups`); a field the
-    map does not name gets Miles' own flag (`n_samples_per_prompt` → `--n-samples-per-prompt`)."""
-
-    def __missing__(self, field: str) -> str:
-        return miles_flag(field)
-
-
-def miles_flag(field: str) -> str:
-    """Miles' flag for a `Settings` field (Miles' argument names, `-` for `_`)."""
-    return "--" + field.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -48,11 +34,11 @@ class Rule:
     name: str
     violated: Check
     # names the flag, why it cannot work, and what to do instead; options are written as
-    # `{settings_field}` and rendered with the flag map of the command that runs
+    # `{settings_field}` and rendered with the flag names of the command that runs
     message: str
 
-    def render(self, flags: Mapping[str, str] | None = None) -> str:
-        return self.message.format_map(FlagNames(flags or {}))
+    def render(self, settings: Settings) -> str:
+        return self.message.format_map(FlagNames(settings.flag_names or {}))
 
 
 def _env(check: Callable[[Settings, EnvFacts], bool]) -> Check:
@@ -112,10 +98,10 @@ def violations(settings: Settings, env: EnvFacts | None = None) -> list[Rule]:
     return [rule for rule in RULES if rule.violated(settings, env)]
 
 
-def validate(settings: Settings, env: EnvFacts | None = None, *, flags: Mapping[str, str] | None = None) -> None:
-    """Raise one `ConfigurationError` naming every broken rule, or return. `flags` maps
-    `Settings` fields to the flags of the command that runs (default: Miles' flags)."""
+def validate(settings: Settings, env: EnvFacts | None = None) -> None:
+    """Raise one `ConfigurationError` naming every broken rule (by the flags of the command that
+    runs: `Settings.flag`), or return."""
     broken = violations(settings, env)
     if broken:
-        lines = "\n".join(f"- [{rule.name}] {rule.render(flags)}" for rule in broken)
+        lines = "\n".join(f"- [{rule.name}] {rule.render(settings)}" for rule in broken)
         raise ConfigurationError(f"unsupported configuration ({len(broken)} problem(s)):\n{lines}")

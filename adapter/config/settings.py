@@ -6,7 +6,9 @@ default (`miles/utils/arguments.py`); `from_args` reads exactly `dataclasses.fie
 so a missing attribute takes that default. To read a new option, add a field; nothing else.
 Emits `Settings`, which every other module takes instead of the raw namespace. Derived values
 (eval overrides, the live-LoRA decision) are properties, so they cannot disagree with the
-fields they come from.
+fields they come from. `Settings` also knows each field's flag in the command that runs
+(`flag`): Miles' own by default, a `vf-sglang` command's when it builds `Settings` with its
+`flag_names`, so a refusal anywhere names what the user typed without a map passed around.
 """
 
 from __future__ import annotations
@@ -42,6 +44,20 @@ def _as_kwargs(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         value = json.loads(value)
     return dict(value)
+
+
+class FlagNames(dict[str, str]):
+    """A flag map: `Settings` field → the flag that fills it in the command that runs (the
+    `vf-sglang` subcommands pass theirs, e.g. `rollout_batch_size` → `--groups`); a field the
+    map does not name gets Miles' own flag (`n_samples_per_prompt` → `--n-samples-per-prompt`)."""
+
+    def __missing__(self, field: str) -> str:
+        return miles_flag(field)
+
+
+def miles_flag(field: str) -> str:
+    """Miles' flag for a `Settings` field (Miles' argument names, `-` for `_`)."""
+    return "--" + field.replace("_", "-")
 
 
 # Fields Miles hands over in another shape than the one `Settings` holds.
@@ -129,6 +145,9 @@ class Settings:
     multi_lora_n_adapters: int = 0
     # Miles' conversion cannot size a dynamic batch of compact (rollout_id-carrying) data.
     use_dynamic_global_batch_size: bool = False
+    # Not a Miles option: the flags of the `vf-sglang` command that built these settings
+    # (`Settings` field → flag); None under Miles, whose flags are the fields' own names.
+    flag_names: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_args(cls, args: Any) -> Settings:
@@ -154,6 +173,14 @@ class Settings:
         per_engine = max(self.rollout_num_gpus_per_engine, 1)
         gpus = self.rollout_num_gpus if self.rollout_num_gpus is not None else per_engine
         return max(self.sglang_server_concurrency * gpus // per_engine, 1)
+
+    def flag(self, name: str) -> str:
+        """The flag that sets field `name` in the command that runs (Miles' where it has no other)."""
+        return FlagNames(self.flag_names or {})[name]
+
+    def offers(self, name: str) -> bool:
+        """Whether the command that runs has a flag for field `name` (Miles has one for every field)."""
+        return self.flag_names is None or name in self.flag_names
 
     @property
     def needs_routing_key(self) -> bool:

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from adapter.config.rules import FlagNames
+from adapter.config.settings import Settings
 from adapter.errors import AmbiguousIdentityError
 
 HF_CACHE_PREFIX = "models--"
@@ -165,11 +165,11 @@ def infer_identity(paths: Sequence[tuple[str, str | None]], registered: Mapping[
     return InferredIdentity(None, None, tuple(tried))
 
 
-def explicit_advice(flags: Mapping[str, str] | None) -> str:
+def explicit_advice(settings: Settings) -> str:
     """How the running command picks a registered renderer, for warnings and refusals: its own
-    flag where it has one (`flags` None is Miles: `--renderer-model-name`; `vf-sglang rollout`:
-    `--model`); a command without one (`check`, `demo`) is told the model itself must be one."""
-    if flags is None or "renderer_model_name" in flags:
-        return f"pass {FlagNames(flags or {})['renderer_model_name']} with a registered model id " \
+    flag where it has one (Miles: `--renderer-model-name`; `vf-sglang rollout`: `--model`); a
+    command without one (`check`, `demo`) is told the model itself must be one."""
+    if settings.offers("renderer_model_name"):
+        return f"pass {settings.flag('renderer_model_name')} with a registered model id " \
                "(renderers.base.MODEL_RENDERER_MAP)"
     return "use a model Renderers registers (renderers.base.MODEL_RENDERER_MAP)"

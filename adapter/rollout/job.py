@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.config.env_config import EnvConfigFile, load_env_config
-from adapter.config.rules import EnvFacts, FlagNames, validate
+from adapter.config.rules import EnvFacts, validate
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
 from adapter.engine.probe import check_engine, check_vocab, resolve_tokenizer
@@ -43,21 +43,20 @@ class Job:
     settings: Settings
     config: EnvConfigFile
     generation: GenerationSpec
-    flags: Mapping[str, str] | None = None
 
     def with_checkpoint(self, checkpoint: str) -> Job:
         """The same job on a checkpoint decided after the checks (the demo's tiny model)."""
         return dataclasses.replace(self, settings=dataclasses.replace(self.settings, hf_checkpoint=checkpoint))
 
 
-def prepare_job(settings: Settings, *, flags: Mapping[str, str] | None = None) -> Job:
-    """Versions, trainer options and the EnvConfig, checked once. `flags` names the options in
-    errors (`adapter.config.rules.FlagNames`; default: Miles' flags)."""
+def prepare_job(settings: Settings) -> Job:
+    """Versions, trainer options and the EnvConfig, checked once (errors name options by
+    `settings.flag`: Miles' flags unless a `vf-sglang` command built the settings)."""
     generation = installed()
-    validate(settings, flags=flags)
+    validate(settings)
     config = load_env_config(settings.verifiers_config)
     generation.check_config(config)
-    return Job(settings, config, generation, flags)
+    return Job(settings, config, generation)
 
 
 def prepare_orchestrator(
@@ -66,22 +65,21 @@ def prepare_orchestrator(
     engine_url: str | Callable[[], str],
     hooks: RolloutHooks | None = None,
     tokenizer_path: str | None = None,
-    flags: Mapping[str, str] | None = None,
 ) -> Orchestrator:
     """The tokenizer and the taskset, checked before any episode runs (a `Settings` is first
     prepared into a `Job`); then the orchestrator for the installed Verifiers generation."""
-    job = job if isinstance(job, Job) else prepare_job(job, flags=flags)
+    job = job if isinstance(job, Job) else prepare_job(job)
     settings = job.settings
     source = (tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
               or settings.renderer_model_name)
     if not source:
         raise ConfigurationError("--hf-checkpoint (or --model) must name the policy: its tokenizer renders prompts")
-    identity = renderer_model_for(settings, tokenizer_path=tokenizer_path, flags=job.flags)
+    identity = renderer_model_for(settings, tokenizer_path=tokenizer_path)
     model = settings.renderer_model_name or identity or source
     local_tokenizer = resolve_tokenizer(source)
     backend = job.generation.load(job.config.data)
     facts = EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward)
-    validate(settings, facts, flags=job.flags)  # only the rules that need the loaded environment are new here
+    validate(settings, facts)  # only the rules that need the loaded environment are new here
     return Orchestrator(
         settings=settings,
         backend=backend,
@@ -92,29 +90,26 @@ def prepare_orchestrator(
         tokenizer_path=local_tokenizer,
         hooks=hooks or RolloutHooks(),
         use_miles_router=settings.use_miles_router,
-        flags=job.flags,
     )
 
 
-def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None,
-                       flags: Mapping[str, str] | None = None) -> str | None:
+def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None) -> str | None:
     """The model id whose renderer formats prompts, decided now (an ambiguous path fails here,
     before any episode): the explicit option as given; else the first source that names a
     registered model (`adapter.rollout.identity.infer_identity`): the tokenizer that is loaded
     (`tokenizer_path`, else `sglang_tokenizer_path`), then `hf_checkpoint`, by path, then what
     those directories' own files say. None: nothing names one, and Renderers falls back to the
     chat template, which cannot parse tool calls (warned here, with what was tried)."""
-    flag = FlagNames(flags or {})
     if settings.renderer_model_name:
         return settings.renderer_model_name
     tokenizer = (("the tokenizer", tokenizer_path) if tokenizer_path
-                 else (flag["sglang_tokenizer_path"], settings.sglang_tokenizer_path))
-    inferred = infer_identity([tokenizer, (flag["hf_checkpoint"], settings.hf_checkpoint)],
-                              explicit_flag=flag["renderer_model_name"])
+                 else (settings.flag("sglang_tokenizer_path"), settings.sglang_tokenizer_path))
+    inferred = infer_identity([tokenizer, (settings.flag("hf_checkpoint"), settings.hf_checkpoint)],
+                              explicit_flag=settings.flag("renderer_model_name"))
     if inferred.model_id is None:
         logger.warning("no registered renderer matches the tokenizer or checkpoint (tried: %s): Renderers falls "
                        "back to the chat template (no tool or reasoning parsing); %s", inferred.describe(),
-                       explicit_advice(flags))
+                       explicit_advice(settings))
     else:
         logger.info("renderer identity %s, from %s", inferred.model_id, inferred.source)
     return inferred.model_id
@@ -125,11 +120,10 @@ async def run_rollouts(
     *,
     engine_url: str,
     tokenizer_path: str | None = None,
-    flags: Mapping[str, str] | None = None,
     hooks: RolloutHooks | None = None,
 ) -> TrainOutput:
     """The cheap checks first (options and the config file), then the engine, then one batch."""
-    job = job if isinstance(job, Job) else prepare_job(job, flags=flags)
+    job = job if isinstance(job, Job) else prepare_job(job)
     info = await check_engine(engine_url)
     orchestrator = prepare_orchestrator(job, engine_url=engine_url, tokenizer_path=tokenizer_path, hooks=hooks)
     return await _checked_train(orchestrator, engine_url, info)

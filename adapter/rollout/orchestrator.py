@@ -32,7 +32,7 @@ import logging
 import os
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +103,6 @@ class Orchestrator:
     # The server samples deterministically (`/server_info`, read by the CLI jobs; under Miles its
     # --sglang-enable-deterministic-inference is the server's own flag, so Settings says it).
     server_deterministic: bool = False
-    flags: Mapping[str, str] | None = None  # Settings field → the running command's flag, for refusals
     _cursor: int | None = None
     _order: list[int] = field(default_factory=list)
     _train: _Counters = field(default_factory=_Counters)
@@ -134,7 +133,7 @@ class Orchestrator:
         bypass_proxies_for_loopback()  # the served bridge and the harness' calls stay direct
         engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router,
                               max_in_flight=settings.max_in_flight)
-        app = create_app(settings, engine, model=self.model, flags=self.flags)
+        app = create_app(settings, engine, model=self.model)
         self._bridge = app.state.bridge
         client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
                                           renderer_model_name=self.renderer_model_name or settings.renderer_model_name,

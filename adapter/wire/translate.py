@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from adapter.config.rules import FlagNames
 from adapter.config.settings import MILES_LORA_NAME, Settings
 from adapter.errors import (
     EngineAbortedError,
@@ -107,14 +106,13 @@ def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
     )
 
 
-def routing_headers(session_id: str | None, settings: Settings, *,
-                    flags: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The SGLang router's routing header for policies that pin a session to one worker.
-    `flags` names the router-policy option as the running command spells it (default: Miles')."""
+def routing_headers(session_id: str | None, settings: Settings) -> dict[str, str]:
+    """The SGLang router's routing header for policies that pin a session to one worker. A
+    refusal names the router-policy option as the running command spells it (`settings.flag`)."""
     if not settings.needs_routing_key:
         return {}
     if not session_id:
-        flag = FlagNames(flags or {})["sglang_router_policy"]
+        flag = settings.flag("sglang_router_policy")
         raise UnsupportedRequestError(
             f"{flag} {settings.sglang_router_policy} routes every request by "
             f"session, but this request has no {SESSION_ID_HEADER} header: send requests "
@@ -192,12 +190,11 @@ def to_sglang_request(
     settings: Settings,
     session_id: str | None,
     first_turn: bool,
-    flags: Mapping[str, str] | None = None,
 ) -> SGLangRequest:
     """Translate one Renderers generate body (a dict, validated here into `GenerateBody`, or
     the model itself). `first_turn` is True for a session's first request and for requests
     with no session id: the trainer's max prompt length applies to those only (later turns
-    are bounded by the context length). `flags` names options in refusals (`routing_headers`)."""
+    are bounded by the context length). Refusals name options by `settings.flag`."""
     body = parse_generate_body(body)
     if body.features:
         raise UnsupportedRequestError(
@@ -219,7 +216,7 @@ def to_sglang_request(
         payload["priority"] = body.priority
     if body.cache_salt is not None:
         payload["extra_key"] = body.cache_salt
-    return SGLangRequest(payload=payload, headers=routing_headers(session_id, settings, flags=flags))
+    return SGLangRequest(payload=payload, headers=routing_headers(session_id, settings))
 
 
 def finish_reason_of(meta: MetaInfo) -> str:

@@ -235,7 +235,7 @@ async def test_non_chat_dialect_is_refused(stack_factory) -> None:
 async def test_tools_with_a_renderer_that_cannot_parse_them_are_refused(sglang_mock, qwen3_tokenizer, flags,
                                                                          advice) -> None:
     engine = SGLangClient(sglang_mock.url)
-    app = create_app(Settings(), engine, model="my-org/unregistered", flags=flags)
+    app = create_app(Settings(flag_names=flags), engine, model="my-org/unregistered")
     client = make_train_client(app, tokenizer_path=str(qwen3_tokenizer), renderer_model_name="my-org/unregistered")
     client.bridge = app.state.bridge  # as GenerationA.make_client wires it
     with pytest.raises(AdapterRequestError, match=f"cannot parse tool calls: {advice}"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import io
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
@@ -18,8 +18,8 @@ from adapter.cli.commands import DEMO_FLAGS, DEMO_SEED, JOB_FLAGS, ROLLOUT_FLAGS
 from adapter.cli.entry import build_parser
 from adapter.cli.progress import GroupProgress
 from adapter.cli.results import format_table
-from adapter.config.rules import RULES, EnvFacts, miles_flag, validate
-from adapter.config.settings import Settings
+from adapter.config.rules import RULES, EnvFacts, validate
+from adapter.config.settings import Settings, miles_flag
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -67,7 +67,7 @@ def test_rule_templates_name_only_settings_fields() -> None:
 def test_every_rule_names_the_cli_flag_for_options_the_cli_fills(tables: tuple[Any, ...]) -> None:
     flags = flag_names(*tables)
     for rule in RULES:
-        rendered = rule.render(flags)
+        rendered = rule.render(Settings(flag_names=flags))
         named_by_miles = [field for field in flags if miles_flag(field) in rendered]
         assert named_by_miles == [], f"[{rule.name}] names Miles' flag for {named_by_miles}: {rendered}"
         for name in re.findall(r"\{(\w+)\}", rule.message):
@@ -80,7 +80,7 @@ def test_validation_names_the_flag_of_the_command_that_runs(make_settings) -> No
     with pytest.raises(Exception, match="set --n-samples-per-prompt 2 or more"):
         validate(settings, group_env)  # inside Miles: Miles' flag
     with pytest.raises(Exception, match="set --n 2 or more") as caught:
-        validate(settings, group_env, flags=flag_names(JOB_FLAGS, ROLLOUT_FLAGS))
+        validate(replace(settings, flag_names=flag_names(JOB_FLAGS, ROLLOUT_FLAGS)), group_env)
     assert "--n-samples-per-prompt" not in str(caught.value)
 
 

@@ -79,9 +79,8 @@ async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3
     seen: list[int] = []
     settings = Settings(verifiers_config=str(ENVS / "arith-v1.toml"), rollout_batch_size=2, n_samples_per_prompt=1,
                         over_sampling_batch_size=2, renderer_model_name="Qwen/Qwen3-0.6B", rollout_global_dataset=False,
-                        hf_checkpoint=str(qwen3_tokenizer))
+                        hf_checkpoint=str(qwen3_tokenizer), flag_names=flag_names(JOB_FLAGS, ROLLOUT_FLAGS))
     async with served(asgi_app(engine)) as url:
         result = await run_rollouts(settings, engine_url=url, tokenizer_path=str(qwen3_tokenizer),
-                                    flags=flag_names(JOB_FLAGS, ROLLOUT_FLAGS),
                                     hooks=RolloutHooks(on_group=lambda group: seen.append(len(group))))
     assert seen == [1, 1] and len(result.groups) == 2

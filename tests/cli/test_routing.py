@@ -25,7 +25,7 @@ ROUTER = Topology("http://router.test:1", "/workers", ("http://w1.test:1", "http
 
 
 def test_a_router_met_without_a_policy_is_warned_about_naming_the_commands_flag() -> None:
-    notes = router_notes(ROUTER, Settings(), flags=ROUTER_FLAG)
+    notes = router_notes(ROUTER, Settings(flag_names=ROUTER_FLAG))
     assert notes.status == ("engine: router at http://router.test:1 (2 workers: http://w1.test:1, http://w2.test:2); "
                             "the adapter expects the router to run with --disable-retries (docs/router.md)")
     assert notes.warning is not None and "--router-policy is not set" in notes.warning

@@ -188,7 +188,7 @@ def test_the_loaded_tokenizer_argument_replaces_sglang_tokenizer_path(tmp_path) 
 def test_the_fallback_warning_says_what_was_tried_and_which_flag_helps(tmp_path, caplog, flags, advice) -> None:
     ckpt = checkpoint(tmp_path, "ckpt/run-7/hf", config=QWEN3_4B_CONFIG)
     with caplog.at_level(logging.WARNING, logger="adapter.rollout.job"):
-        assert renderer_model_for(Settings(hf_checkpoint=ckpt), flags=flags) is None
+        assert renderer_model_for(Settings(hf_checkpoint=ckpt, flag_names=flags)) is None
     (record,) = [r for r in caplog.records if r.name == "adapter.rollout.job"]
     message = record.getMessage()
     flag = (flags or {}).get("hf_checkpoint", "--hf-checkpoint")

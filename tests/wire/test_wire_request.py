@@ -212,8 +212,8 @@ def test_routing_policy_without_session_id_is_an_error(policy: str) -> None:
 def test_the_missing_session_refusal_names_the_running_commands_flag(flags, named) -> None:
     body = renderer_body()
     with pytest.raises(UnsupportedRequestError) as refused:
-        to_sglang_request(body, settings=Settings(sglang_router_policy="manual"), session_id=None,
-                          first_turn=True, flags=flags)
+        to_sglang_request(body, settings=Settings(sglang_router_policy="manual", flag_names=flags), session_id=None,
+                          first_turn=True)
     assert str(refused.value).startswith(f"{named} manual routes every request by session")
 
 

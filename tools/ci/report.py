@@ -96,7 +96,7 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
         slow = slowest_tests(fast_log)
         out += ["", "## The fast lane (the README's test command)", ""]
         if summary:
-            out += [f"`{summary}` (pytest-xdist, one worker per core)", ""]
+            out += [f"`{summary}` (pytest-xdist, one worker per core plus one)", ""]
         if slow:
             out += ["Its ten slowest tests:", "", "| seconds | test |", "|---|---|"]
             out += [f"| {seconds:.1f} | `{test}` |" for seconds, test in slow]

@@ -128,10 +128,10 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
         if body.get("tools"):
             pool = self._renderer_pool(model, chat_template_kwargs=_template_kwargs(sampling_args))
             if not pool.supports_tools:
-                flags = self.bridge.flags if self.bridge is not None else None
+                advice = explicit_advice(self.bridge.settings if self.bridge is not None else Settings())
                 raise self._refuse(
                     f"the task sends tools but the renderer for {self.renderer_name(model)!r} cannot "
-                    f"parse tool calls: {explicit_advice(flags)} whose renderer parses them, or use a "
+                    f"parse tool calls: {advice} whose renderer parses them, or use a "
                     "tool-less taskset"
                 )
         try:

@@ -174,7 +174,7 @@ class EngineBusyError(EngineStatusError):
 
 class HarnessEnvironmentError(ConfigurationError):
     """The harness program's uv script environment cannot be prepared before the first episode
-    (no package index answered and uv's cache lacks it): `adapter.rollout.harness_uv`."""
+    (no package index answered and uv's cache lacks it): `adapter.episodes.harness_uv`."""
 
 
 class AmbiguousIdentityError(ConfigurationError):

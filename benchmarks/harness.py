@@ -6,7 +6,7 @@ Verifiers runs each episode's harness (the null harness: a uv script importing o
 as its own process. Where PYTHONDONTWRITEBYTECODE is set (these machines, most containers) and
 the script's environment holds no bytecode, every such process compiles openai and mcp again.
 The adapter's harness preparation sets UV_COMPILE_BYTECODE=1 for Verifiers' `uv sync --script`
-(`adapter.rollout.harness_uv.prepared_env`), so the environment is compiled once.
+(`adapter.episodes.harness_uv.prepared_env`), so the environment is compiled once.
 
 Two configurations, each with a harness uv cache of its own (a fresh XDG_CACHE_HOME; the tiny
 model's cache is shared through VF_SGLANG_CACHE), both under PYTHONDONTWRITEBYTECODE=1:
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapter.rollout.caches import user_cache_dir
+from adapter.episodes.caches import user_cache_dir
 from benchmarks.common import machine, report
 
 CONFIGS = {"without": {"UV_COMPILE_BYTECODE": "0"}, "with": {}}

@@ -138,7 +138,7 @@ async def per_turn(paths: dict[str, Path], args: argparse.Namespace) -> list[str
 
 
 def conversion(args: argparse.Namespace) -> list[str]:
-    from adapter.rollout.samples import trace_to_samples
+    from adapter.samples.conversion import trace_to_samples
     from conformance.traces import TraceSpec, Turn, build_trace
 
     turns = tuple(Turn([1000 + i for i in range(args.conv_tokens // 32)], [-0.5] * (args.conv_tokens // 32),
@@ -155,7 +155,7 @@ def conversion(args: argparse.Namespace) -> list[str]:
     args.goals.append((f"trace → Sample ≥ {CONVERSION_GOAL / 1e6:.0f} M tokens/s (8 × 32k-token traces)",
                        f"{rate / 1e6:.1f} M tokens/s", rate >= CONVERSION_GOAL))
     return [f"8 traces × {tokens // 8:,} tokens (16 turns, half sampled): **{rate / 1e6:.1f} M tokens/s** "
-            f"(median of {args.conv_repeats}; `adapter.rollout.samples.trace_to_samples`, Verifiers' branch "
+            f"(median of {args.conv_repeats}; `adapter.samples.conversion.trace_to_samples`, Verifiers' branch "
             "assembly included).", ""]
 
 

@@ -12,7 +12,7 @@
                  parsing (`parse_generate_response`, the completion logprobs)
   gen-B          generation B's real path: the client Verifiers 0.4.0's TrainClient builds
                  (`generation_b_client`) POSTing to the bridge served by uvicorn inside this
-                 same event loop (`adapter.bridge.serve.served`, as `adapter.rollout.generations.b`
+                 same event loop (`adapter.bridge.serve.served`, as `adapter.episodes.generations.b`
                  serves it), then Renderers' parsing
   serve-bridge   the same client and parsing against `vf-sglang serve-bridge` in its own process
                  (its own core: what an operator running the bridge apart pays)

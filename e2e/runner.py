@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         notes = [f"sglang {args.sglang_version} on CPU (e2e.sglang_cpu), deterministic mode, the tiny model"
                  + ("" if args.generation_b else "; generation A only (--no-generation-b)")]
     else:
-        from adapter.rollout.generations import installed
+        from adapter.episodes.generations import installed
 
         steps = cpu_plan(str(run_dir), port=free_port(), envs_dir=str(installed().bundled_envs()))
     if args.dry_run:

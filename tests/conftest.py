@@ -53,8 +53,8 @@ def fixture_tasksets_importable() -> None:
     """The bundled tasksets are imported by module name, also by tool-server subprocesses,
     so they go on PYTHONPATH (inherited) as well as sys.path; uv must be on PATH for the
     subprocess runtime (it is a test dependency, installed into the test environment)."""
-    from adapter.rollout.bundled import add_env_sources
-    from adapter.rollout.generations import installed
+    from adapter.episodes.bundled import add_env_sources
+    from adapter.episodes.generations import installed
 
     add_env_sources([installed().bundled_tasksets(), FIXTURE_TASKSETS])
     bin_dir = str(Path(sys.executable).parent)

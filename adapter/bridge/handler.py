@@ -2,7 +2,7 @@
 
     handle_generate(state, body, session_id) -> Reply     the one implementation
     POST /inference/v1/generate   the ASGI route over it (generation B, `serve-bridge`)
-    adapter.rollout.generations.a         calls it directly in-process (generation A): no HTTP client
+    adapter.episodes.generations.a         calls it directly in-process (generation A): no HTTP client
     GET  /v1/models               `{"data": [{"id", "max_model_len"}]}` when the context length
                                   is known, so Renderers' own pre-flight check refuses overlong
                                   prompts before any engine call; `{"data": []}` otherwise

@@ -10,7 +10,7 @@ trace's `RolloutStats` and folds them into its samples the way Miles'
     the rollout: each was generated under those weights);
   * `turns`: per engine call, where its output starts in the token sequence (the prompt's
     length) and its weight-version spans relative to that output, so a Miles whose `Sample`
-    holds `WeightVersionsPerCall` gets spans at absolute offsets (`adapter.rollout.weight_spans`);
+    holds `WeightVersionsPerCall` gets spans at absolute offsets (`adapter.samples.weight_spans`);
   * `prefix_cache_info`: summed `cached_tokens` and `prompt_tokens` (on the rollout's main
     sample only, so summing over samples counts each engine call once);
   * `spec_info`: summed speculative-decoding counters, only when the engine reports them

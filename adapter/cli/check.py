@@ -51,8 +51,8 @@ def format_results(results: list[CheckResult]) -> str:
 
 async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckResult:
     """One real episode group (n=2) of `--config` through the adapter, as `vf-sglang rollout` runs it."""
-    from adapter.rollout.bundled import add_env_sources
-    from adapter.rollout.generations import installed
+    from adapter.episodes.bundled import add_env_sources
+    from adapter.episodes.generations import installed
     from adapter.rollout.job import run_rollouts
 
     name = f"one episode group of {Path(args.config).name}"

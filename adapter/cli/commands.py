@@ -43,8 +43,8 @@ from adapter.cli.results import dropped_groups, format_drops, format_table, in_t
 from adapter.cli.routing import discover, router_notes
 from adapter.config.settings import ROUTER_POLICIES, Settings
 from adapter.engine.recording import record_option, start_recording
-from adapter.rollout.bundled import BUNDLED_IDS, add_env_sources
-from adapter.rollout.generations import installed
+from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
+from adapter.episodes.generations import installed
 
 if TYPE_CHECKING:
     from adapter.rollout.job import Job

@@ -33,8 +33,8 @@ from adapter.miles.launcher import DEFAULT_RAY_ADDRESS, DEFAULT_TRAIN_SCRIPT
 
 
 def _versions(_: argparse.Namespace) -> int:
-    from adapter.rollout.coinstall import installed_check
-    from adapter.rollout.versions import installed_decision
+    from adapter.versions.coinstall import installed_check
+    from adapter.versions.gate import installed_decision
 
     decision = installed_decision()
     print(f"verifiers: {decision.verifiers or 'not installed'}")

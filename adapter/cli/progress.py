@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 
 
 def progress_wanted(quiet: bool) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 
 
 def in_task_order(groups: list[list[Any]]) -> list[list[Any]]:

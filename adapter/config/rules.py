@@ -5,7 +5,7 @@ nothing on success; otherwise one `ConfigurationError` listing every broken rule
 the flag and what to do instead. Messages name options as `{settings_field}` templates, rendered
 with the settings' own flag names (`Settings.flag`): Miles' flags by default, a `vf-sglang`
 command's own when it built the settings, so the message names what the user typed. Config-file rules live in
-`adapter.config.env_config`, version rules in `adapter.rollout.versions`; this table holds the trainer-option and
+`adapter.config.env_config`, version rules in `adapter.versions.gate`; this table holds the trainer-option and
 taskset rules.
 """
 

@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.rollout.miles_or_ours import miles_or_ours
+from adapter.samples.miles_or_ours import miles_or_ours
 
 
 @dataclass(frozen=True)

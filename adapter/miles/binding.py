@@ -20,7 +20,7 @@ from adapter.miles.abi import abi_types, rollout_fn_base
 from adapter.rollout.hooks import miles_hooks
 from adapter.rollout.job import prepare_orchestrator
 from adapter.rollout.orchestrator import Orchestrator
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 
 
 def build_orchestrator(args: Any, data_source: Any = None) -> Orchestrator:

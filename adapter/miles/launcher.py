@@ -8,7 +8,7 @@ selects the ABI is the one the target Miles reads (`adapter.miles.flavor`: main 
 (`ADAPTER_ROOT`, never `adapter/` itself, which would make `import miles` load
 `adapter/miles/`) and the environment sources stay importable in every worker (tasksets are
 imported by module name, also by tool servers in subprocesses). A bundled EnvConfig
-(`fixtures/envs/*.toml`, `adapter/rollout/bundled/*/envs/*.toml`) brings its own tasksets
+(`fixtures/envs/*.toml`, `adapter/episodes/bundled/*/envs/*.toml`) brings its own tasksets
 directory onto that `PYTHONPATH` (`MilesLaunch.added_sources` says which), so the printed
 command runs as printed.
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapter.config.env_config import CONFIG_ENV_VAR, resolve_config_path
+from adapter.episodes.bundled import tasksets_for_config
 from adapter.errors import ConfigurationError
 from adapter.miles.flavor import SELECTORS, Flavor, detect_flavor, select_abi
-from adapter.rollout.bundled import tasksets_for_config
 
 CLASS_PATH = "adapter.miles.VerifiersRolloutFn"
 LEGACY_PATH = "adapter.miles.generate_rollout"

@@ -1,10 +1,7 @@
-"""Episodes to samples: run a Verifiers environment's groups and turn traces into Miles samples.
+"""The run loop: train batches and eval through the installed Verifiers generation.
 
-Owns: the job's composition root (`job`), the version gate and one shim per Verifiers API
-generation (`versions`, `generations/`), orchestration of train batches and eval
-(`orchestrator`), trace → samples (`samples`, `sample_type`), reward/filter hooks (`hooks`),
-metrics, renderer identity, the tokenizer imports a renderer pool needs first (`tokenizer_imports`), the
-harness program's uv environment (`harness_uv`), and the bundled
-tasksets (`bundled/`).
-May import: everything above it: `errors`, `config`, `wire`, `engine`, `bridge`.
+Owns: a job's composition root (`job`: checks, tokenizer, taskset, then the orchestrator), train
+batches and eval (`orchestrator`), and the trainer's reward/filter hooks (`hooks`).
+May import: everything to its left: `errors`, `config`, `wire`, `engine`, `bridge`, `versions`,
+`samples`, `episodes`.
 """

@@ -32,7 +32,7 @@ from typing import Any
 
 from adapter.config.settings import Settings
 from adapter.errors import ConfigurationError
-from adapter.rollout.samples import flatten, main_sample
+from adapter.samples.conversion import flatten, main_sample
 
 RewardHook = Callable[[list[Any]], Awaitable[Sequence[Any]]]
 FilterHook = Callable[[list[Any]], tuple[bool, str | None]]

@@ -9,8 +9,8 @@ orchestrator, every check before the first episode.
 
 Where code lives: `adapter/cli/entry.py` parses arguments and maps errors to exit codes;
 `adapter/cli/commands.py` turns parsed arguments into `Settings` and calls a job here; jobs call
-the generation seam (`adapter.rollout.generations`), preflight (`adapter.engine.probe`), the bundled
-fixtures (`adapter.rollout.bundled`) and present results with `adapter.cli.results`.
+the generation seam (`adapter.episodes.generations`), preflight (`adapter.engine.probe`), the bundled
+fixtures (`adapter.episodes.bundled`) and present results with `adapter.cli.results`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from adapter.config.rules import EnvFacts, validate
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
 from adapter.engine.probe import check_engine, check_vocab, resolve_tokenizer
+from adapter.episodes.generations import GenerationSpec, installed
+from adapter.episodes.identity import explicit_advice, infer_identity
 from adapter.errors import ConfigurationError
-from adapter.rollout.generations import GenerationSpec, installed
 from adapter.rollout.hooks import RolloutHooks
-from adapter.rollout.identity import explicit_advice, infer_identity
 from adapter.rollout.orchestrator import Orchestrator, TrainOutput
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def prepare_orchestrator(
 def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None) -> str | None:
     """The model id whose renderer formats prompts, decided now (an ambiguous path fails here,
     before any episode): the explicit option as given; else the first source that names a
-    registered model (`adapter.rollout.identity.infer_identity`): the tokenizer that is loaded
+    registered model (`adapter.episodes.identity.infer_identity`): the tokenizer that is loaded
     (`tokenizer_path`, else `sglang_tokenizer_path`), then `hf_checkpoint`, by path, then what
     those directories' own files say. None: nothing names one, and Renderers falls back to the
     chat template, which cannot parse tool calls (warned here, with what was tried)."""

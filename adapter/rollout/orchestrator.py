@@ -3,13 +3,13 @@
 Consumes `Settings`, an episode backend (a generation shim: `tasks`, `has_group_reward`,
 `serving()`, `run_group(...)`, `make_client(app, ...)`) and an engine address. Emits
 `TrainOutput(groups, metrics)` — exactly `rollout_batch_size` groups; a group entry is a
-`Sample`, or a nested `list[Sample]` for a multi-branch trace (adapter.rollout.samples) — or
+`Sample`, or a nested `list[Sample]` for a multi-branch trace (adapter.samples.conversion) — or
 `EvalOutput(data, metrics)` keyed by env id with aligned `rewards`/`truncated`/`samples`,
 `rewards` numeric or None (Miles averages them).
 
 Every rollout (trace) takes an int `rollout_id` from one counter per orchestrator, so ids are
 unique across train and eval calls of a run (only the siblings of a multi-branch rollout carry
-it: adapter.rollout.sample_type.identity_fields). Seeds follow the global task cursor
+it: adapter.samples.sample_type.identity_fields). Seeds follow the global task cursor
 (`_seed_base`). In-flight episodes are bounded by `Settings.max_in_flight` (Miles' bound); the
 renderer pool by `renderer_pool_size`.
 
@@ -41,17 +41,17 @@ from adapter.bridge.stats import SessionStats
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.proxies import bypass_proxies_for_loopback
+from adapter.episodes.generations import EpisodeBackend
 from adapter.errors import ConfigurationError, EpisodeError, RolloutStalledError, TrainerSampleError
-from adapter.rollout.generations import EpisodeBackend
 from adapter.rollout.hooks import RolloutHooks, score
-from adapter.rollout.metrics import CallStats
-from adapter.rollout.samples import (
+from adapter.samples.conversion import (
     GroupOutcome,
     assemble_group,
     eval_reward_value,
     trace_to_eval_entry,
     uniform_depth,
 )
+from adapter.samples.metrics import CallStats
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What the canary runs for a set of newest releases, and which results may fail the build (pure).
 
 A contract cell installs one verifiers/renderers pair exactly, openai and transformers unpinned (the
-newest that pair allows), and runs tests/contract. The gate (`adapter.rollout.versions.decide`)
+newest that pair allows), and runs tests/contract. The gate (`adapter.versions.gate.decide`)
 sorts each pair: accepted as installed → the cell gates the build; refused only because verifiers is
 newer than the adapter knows → the cell runs under the opt-in and is reported; refused as a known
 break → not run, reported with the gate's reason. The sglang schema cell always gates: the adapter
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from adapter.rollout.versions import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, VersionDecision, decide
+from adapter.versions.gate import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, VersionDecision, decide
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
 
 # What is resolved from the index: the key, and the requirement given to the resolver.

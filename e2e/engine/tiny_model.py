@@ -182,8 +182,8 @@ def recipe_hash(recipe: dict[str, Any]) -> str:
 
 def default_cache_root() -> Path:
     """`$VF_SGLANG_CACHE`, else the user's cache dir (`$XDG_CACHE_HOME/vf-sglang`, else
-    `~/.cache/vf-sglang`: `adapter.rollout.caches.user_cache_dir`)."""
-    from adapter.rollout.caches import user_cache_dir
+    `~/.cache/vf-sglang`: `adapter.episodes.caches.user_cache_dir`)."""
+    from adapter.episodes.caches import user_cache_dir
 
     configured = os.environ.get(CACHE_ENV)
     return Path(configured).expanduser() if configured else user_cache_dir()

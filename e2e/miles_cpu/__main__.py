@@ -40,11 +40,11 @@ def install() -> dict[str, Any]:
 
 def ready_harness(config: Path) -> None:
     """Load the lane's EnvConfig once here, where a package index may be reachable: the adapter's
-    harness check (`adapter.rollout.harness_uv`) fills uv's cache with the harness program, so in
+    harness check (`adapter.episodes.harness_uv`) fills uv's cache with the harness program, so in
     the namespace, with no network, the adapter finds it cached and runs it offline by itself."""
     from adapter.config.env_config import load_env_config
-    from adapter.rollout.bundled import add_env_sources, tasksets_for_config
-    from adapter.rollout.generations import installed
+    from adapter.episodes.bundled import add_env_sources, tasksets_for_config
+    from adapter.episodes.generations import installed
 
     tasksets = tasksets_for_config(str(config))
     add_env_sources([tasksets] if tasksets is not None else [])

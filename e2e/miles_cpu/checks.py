@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.rollout.weight_spans import model_turns  # the loss mask's runs of 1s: the model turns
+from adapter.samples.weight_spans import model_turns  # the loss mask's runs of 1s: the model turns
 
 OUR_METRICS = ("verifiers/reward_mean", "verifiers/error_rate", "verifiers/truncated_rate",
                "verifiers/num_turns_mean", "verifiers/traces")

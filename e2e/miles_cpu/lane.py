@@ -220,7 +220,7 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
         argv[argv.index("--rollout-function-path") + 1] = PLANTED_PATH
     base = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
             "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1"}  # no UV_OFFLINE: the adapter decides it (adapter.rollout.harness_uv)
+            "PYTHONUNBUFFERED": "1"}  # no UV_OFFLINE: the adapter decides it (adapter.episodes.harness_uv)
     log_path = case_dir / "driver.log"
     started = time.monotonic()
     with log_path.open("w") as log:

@@ -25,11 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from adapter.episodes.bundled import add_env_sources
+from adapter.episodes.generations import installed
 from adapter.miles.abi import abi_types
 from adapter.miles.binding import VerifiersRolloutFn
-from adapter.rollout.bundled import add_env_sources
-from adapter.rollout.generations import installed
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 from e2e.engine.tiny_model import is_planted
 from e2e.engine.tiny_plant import planted_masks
 from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, contiguous_runs, control_steps, env_config, miles_args

@@ -24,7 +24,7 @@ from verifiers.v1.types import AssistantMessage, SamplingConfig, ToolCall, ToolM
 from adapter.bridge.handler import create_app
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
-from adapter.rollout.generations.a import AdapterRequestError, BridgeTrainClient, make_train_client
+from adapter.episodes.generations.a import AdapterRequestError, BridgeTrainClient, make_train_client
 from conformance.engine import Completion, Fault
 
 MODEL = "Qwen/Qwen3-0.6B"

@@ -12,9 +12,9 @@ from adapter.bridge.handler import create_app
 from adapter.bridge.stats import RolloutStats, SessionStats
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
-from adapter.rollout.metrics import prefix_cache_hit_rate
-from adapter.rollout.sample_type import Status
-from adapter.rollout.samples import trace_to_samples
+from adapter.samples.conversion import trace_to_samples
+from adapter.samples.metrics import prefix_cache_hit_rate
+from adapter.samples.sample_type import Status
 from adapter.wire.types import parse_engine_output
 from conformance.engine import Completion
 from conformance.sglang_outputs import sglang_output

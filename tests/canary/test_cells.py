@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.rollout.versions import ALLOW_UNTESTED_ENV
+from adapter.versions.gate import ALLOW_UNTESTED_ENV
 from e2e.canary.cells import SchemaCell, contract_cells
 from e2e.canary.junit import Outcome
 from e2e.canary.report import Canary, render_section

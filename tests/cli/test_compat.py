@@ -8,7 +8,7 @@ from pathlib import Path
 
 from adapter.cli.compat import CELLS, DOC_NAME, committed_table, render_table
 from adapter.cli.entry import main
-from adapter.rollout.versions import installed_decision
+from adapter.versions.gate import installed_decision
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / DOC_NAME

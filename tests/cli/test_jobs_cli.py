@@ -25,7 +25,7 @@ ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
 async def test_rollout_command_writes_verifiable_samples(tmp_path, qwen3_tokenizer) -> None:
     """On a proxied machine (http proxies point nowhere, no NO_PROXY): the engine (loopback), the
     bridge and the harness' calls to Verifiers' interception server never go through the proxy."""
-    from adapter.rollout.generations import installed
+    from adapter.episodes.generations import installed
 
     config = installed().bundled_envs() / "group-v1.toml"
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
@@ -66,8 +66,8 @@ def test_bad_config_is_one_clear_line(config, message, capsys, tmp_path) -> None
 async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3_tokenizer) -> None:
     from adapter.cli.commands import JOB_FLAGS, ROLLOUT_FLAGS, flag_names
     from adapter.config.settings import Settings
-    from adapter.rollout.bundled import add_env_sources
-    from adapter.rollout.generations import installed
+    from adapter.episodes.bundled import add_env_sources
+    from adapter.episodes.generations import installed
     from adapter.rollout.hooks import RolloutHooks
     from adapter.rollout.job import run_rollouts
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapter.cli.results import in_task_order, write_jsonl
-from adapter.rollout.sample_type import Sample
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
+from adapter.samples.sample_type import Sample
 
 
 def _group(task: int, finished: int, size: int = 2, nested: bool = False) -> list:

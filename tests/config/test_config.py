@@ -79,7 +79,7 @@ def test_root_must_be_a_table() -> None:
     ids=["a_config_on_b", "b_config_on_a"],
 )
 def test_a_config_for_the_other_generation_says_which_it_is_for(content, generation, message, tmp_path) -> None:
-    from adapter.rollout.generations import SPECS
+    from adapter.episodes.generations import SPECS
 
     path = tmp_path / "env.toml"
     path.write_text(content)
@@ -89,7 +89,7 @@ def test_a_config_for_the_other_generation_says_which_it_is_for(content, generat
 
 @pytest.mark.parametrize("generation", ["A", "B"])
 def test_a_shapeless_config_fits_either_generation(generation, tmp_path) -> None:
-    from adapter.rollout.generations import SPECS
+    from adapter.episodes.generations import SPECS
 
     path = tmp_path / "env.toml"
     path.write_text('[taskset]\nid = "x"\n')
@@ -98,8 +98,8 @@ def test_a_shapeless_config_fits_either_generation(generation, tmp_path) -> None
 
 @pytest.mark.parametrize("generation", ["A", "B"])
 def test_every_bundled_config_has_its_generations_shape(generation) -> None:
-    from adapter.rollout.bundled import BUNDLED_IDS
-    from adapter.rollout.generations import SPECS, shape_of
+    from adapter.episodes.bundled import BUNDLED_IDS
+    from adapter.episodes.generations import SPECS, shape_of
 
     spec = SPECS[generation]
     for taskset in BUNDLED_IDS:

@@ -114,7 +114,7 @@ def test_eval_clears_trainings_minimum_new_tokens_as_miles_does() -> None:
     `rollout_min_new_tokens = eval_min_new_tokens`, tests/fast/examples/experimental/verifiers/
     test_verifiers_rollout.py): training's minimum reaches the train sampling config, eval's is
     its own — unset, eval samples carry no minimum at all."""
-    from adapter.rollout.generations.a import sampling_config
+    from adapter.episodes.generations.a import sampling_config
 
     settings = Settings(rollout_min_new_tokens=3, rollout_max_response_len=8, eval_min_new_tokens=None)
     assert sampling_config(settings).model_dump(exclude_none=True)["min_tokens"] == 3

@@ -18,10 +18,10 @@ from renderers.base import load_tokenizer
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
+from adapter.episodes.generations import installed
 from adapter.errors import PromptTooLongError, UnsupportedRequestError
-from adapter.rollout.generations import installed
 from adapter.rollout.job import prepare_orchestrator
-from adapter.rollout.versions import installed_decision
+from adapter.versions.gate import installed_decision
 from adapter.wire.translate import overlong_error_class, to_renderers_response
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy

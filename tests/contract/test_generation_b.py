@@ -19,8 +19,8 @@ from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
+from adapter.episodes.generations.b import GenerationB, TraceView, renderer_for, sampling_config
 from adapter.errors import UnsupportedFeatureError
-from adapter.rollout.generations.b import GenerationB, TraceView, renderer_for, sampling_config
 from adapter.rollout.job import prepare_orchestrator
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy

@@ -14,7 +14,7 @@ import pytest
 
 from e2e.engine.tiny_model import RECIPE
 
-ARITH_V1 = Path(__file__).resolve().parents[2] / "adapter" / "rollout" / "bundled" / "a" / "tasksets" / "arith_v1.py"
+ARITH_V1 = Path(__file__).resolve().parents[2] / "adapter" / "episodes" / "bundled" / "a" / "tasksets" / "arith_v1.py"
 
 
 def _taskset_rows() -> list[list[object]]:

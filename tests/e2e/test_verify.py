@@ -180,7 +180,7 @@ def with_torch(test):
 
 def miles_samples() -> list[dict[str, Any]]:
     """3 groups × 4 code-golf samples as `Sample.to_dict()` rows, shaped as the adapter builds them."""
-    from adapter.rollout.sample_type import Sample
+    from adapter.samples.sample_type import Sample
 
     rows = []
     for group in range(3):

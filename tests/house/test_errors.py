@@ -12,7 +12,7 @@ from pathlib import Path
 import adapter.errors
 
 ADAPTER = Path(__file__).resolve().parents[2] / "adapter"
-OUTSIDE = {("rollout/generations/a.py", "AdapterRequestError")}  # must subclass Verifiers' ProviderError
+OUTSIDE = {("episodes/generations/a.py", "AdapterRequestError")}  # must subclass Verifiers' ProviderError
 
 
 def _defined_exceptions() -> set[tuple[str, str]]:

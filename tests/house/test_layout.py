@@ -1,6 +1,6 @@
 """The house: `adapter/`'s subpackages, the one direction imports run, and the docs that draw it.
 
-    errors → config → wire → engine → bridge → rollout → miles → cli
+    errors → config → wire → engine → bridge → versions → samples → episodes → rollout → miles → cli
 
 A module may import its own subpackage and any subpackage to its left, never one to its right;
 only `adapter/cli/reference_engine.py` reaches into the test layer (`e2e`, `conformance`).
@@ -16,10 +16,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "adapter"
-DIRECTION = ("errors", "config", "wire", "engine", "bridge", "rollout", "miles", "cli")
+DIRECTION = ("errors", "config", "wire", "engine", "bridge", "versions", "samples", "episodes", "rollout", "miles",
+             "cli")
 TEST_LAYER = ("conformance", "e2e")
 COMPOSITION_POINT = "cli/reference_engine.py"
-BUNDLED = "rollout/bundled/"  # Verifiers' tasksets, package data imported by module name
+BUNDLED = "episodes/bundled/"  # Verifiers' tasksets, package data imported by module name
 
 
 def imported_modules(source: str) -> list[tuple[int, str]]:
@@ -81,7 +82,35 @@ def test_a_planted_back_edge_is_named(tmp_path: Path) -> None:
 def test_the_top_level_is_the_direction_and_nothing_else() -> None:
     entries = {p.name for p in ADAPTER.iterdir() if p.name not in {"__init__.py", "__pycache__", "py.typed"}}
     assert entries == {"errors.py", *DIRECTION[1:]}
-    assert len(entries) <= 8
+    assert len(entries) <= 11
+
+
+def package_lines(package: Path) -> dict[str, int]:
+    """Lines of Python per top-level entry of `package` (bundled taskset data left out)."""
+    counts: dict[str, int] = {}
+    for path in package.rglob("*.py"):
+        relative = path.relative_to(package).as_posix()
+        if "/bundled/" in f"/{relative}":
+            continue
+        floor = _floor(relative)
+        counts[floor] = counts.get(floor, 0) + len(path.read_text().splitlines())
+    return counts
+
+
+def test_no_subpackage_holds_more_than_a_quarter_of_the_package() -> None:
+    counts = package_lines(ADAPTER)
+    total = sum(counts.values())
+    heavy = {name: f"{lines / total:.0%}" for name, lines in counts.items() if lines > total / 4}
+    assert heavy == {}, f"split by concern: {heavy} of {total} lines"
+
+
+def test_a_subpackage_over_a_quarter_is_named(tmp_path: Path) -> None:
+    for name, lines in (("rollout", 30), ("wire", 40), ("cli", 30)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "m.py").write_text("x = 1\n" * lines)
+    (tmp_path / "rollout" / "bundled").mkdir()
+    (tmp_path / "rollout" / "bundled" / "t.py").write_text("x = 1\n" * 500)  # data, not counted
+    assert package_lines(tmp_path) == {"rollout": 30, "wire": 40, "cli": 30}
 
 
 @pytest.mark.parametrize("subpackage", DIRECTION[1:])

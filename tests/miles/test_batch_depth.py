@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from adapter.rollout.sample_type import Sample
-from adapter.rollout.samples import assemble_group, uniform_depth
+from adapter.samples.conversion import assemble_group, uniform_depth
+from adapter.samples.sample_type import Sample
 from conformance.miles_checks import _depth_problems, miles_flatten
 from conformance.traces import TraceSpec, build_trace
 

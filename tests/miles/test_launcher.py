@@ -103,7 +103,7 @@ def test_cli_refuses_a_missing_config(capsys) -> None:
 
 def test_a_bundled_config_brings_its_tasksets_dir_and_says_so(capsys) -> None:
     from adapter.cli.entry import main
-    from adapter.rollout.generations import SPECS
+    from adapter.episodes.generations import SPECS
 
     for spec in SPECS.values():
         launch = miles_command(config=str(spec.bundled_config("arith-v1")), hf_checkpoint="/c", ambient={})

@@ -25,8 +25,8 @@ import pytest
 import adapter.miles  # noqa: F401  # the process' own, restored after each fresh import below
 from adapter.bridge.stats import SessionStats
 from adapter.miles.abi import abi_types
-from adapter.rollout.sample_type import sample_class, span_classes
-from adapter.rollout.samples import trace_to_samples
+from adapter.samples.conversion import trace_to_samples
+from adapter.samples.sample_type import sample_class, span_classes
 from adapter.wire.types import parse_engine_output
 from conformance.miles_next import FIXTURES, FLAVOURS, MAIN, write_tree
 from conformance.sglang_outputs import sglang_output

@@ -11,7 +11,7 @@ import pytest
 
 from adapter.errors import TrainerSampleError
 from adapter.miles.abi import abi_types
-from adapter.rollout.sample_type import sample_class
+from adapter.samples.sample_type import sample_class
 from conformance.miles_checks import assert_eval_ok, assert_train_ok
 from conformance.miles_table import SAMPLE_TABLE_002, load_table
 from tests.miles.test_miles_standin import installed_standin, orchestrator

@@ -18,7 +18,7 @@ from adapter.config.settings import Settings
 from adapter.errors import RewardKeyError
 from adapter.miles.abi import abi_types
 from adapter.rollout.orchestrator import Orchestrator
-from adapter.rollout.sample_type import sample_class
+from adapter.samples.sample_type import sample_class
 from conformance.miles_checks import assert_eval_ok, assert_train_ok, eval_problems, train_problems
 from conformance.miles_table import write_standin
 from tests.fakes import FakeBackend

@@ -1,6 +1,6 @@
 """The fallback `Sample` and ABI types match Miles' field table (fixtures/miles/sample-31f1ca961.json).
 
-A field added, removed, renamed, retyped or re-defaulted in `adapter.rollout.sample_type` or
+A field added, removed, renamed, retyped or re-defaulted in `adapter.samples.sample_type` or
 `adapter.miles.abi` without the table (or the other way round) fails here, naming every
 difference. The table holds facts from radixark/miles@31f1ca961 (`miles/utils/types.py`, `miles/rollout/base_types.py`).
 """
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapter.miles import abi as miles_types
-from adapter.rollout.sample_type import AdapterRef, RewardSpec, Sample, Status
+from adapter.samples.sample_type import AdapterRef, RewardSpec, Sample, Status
 from conformance.miles_table import load_table
 
 TABLE = load_table()

@@ -20,10 +20,10 @@ import pytest
 
 from adapter.cli import main
 from adapter.config.settings import Settings
-from adapter.rollout.bundled import add_env_sources
-from adapter.rollout.generations import installed
+from adapter.episodes.bundled import add_env_sources
+from adapter.episodes.generations import installed
 from adapter.rollout.job import prepare_orchestrator
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 
 pytestmark = pytest.mark.sglang_cpu
 
@@ -108,7 +108,7 @@ async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_end
 async def test_the_second_turn_of_a_session_is_served_from_the_radix_cache(real_sglang) -> None:
     from adapter.bridge.handler import create_app, handle_generate
     from adapter.engine.client import SGLangClient
-    from adapter.rollout.metrics import prefix_cache_hit_rate
+    from adapter.samples.metrics import prefix_cache_hit_rate
 
     engine = SGLangClient(real_sglang.url)
     state = create_app(Settings(), engine, model="tiny").state.bridge

@@ -19,7 +19,7 @@ vf = pytest.importorskip("verifiers.v1")
 
 @pytest.fixture
 def modules(monkeypatch):
-    from adapter.rollout.generations import installed
+    from adapter.episodes.generations import installed
 
     generation = installed()
     if generation.bundle != "a":
@@ -77,7 +77,7 @@ def test_only_a_stamp_the_tool_returned_and_the_reply_repeats_earns_the_reward(m
 
 
 def test_the_loop_takes_the_lanes_own_config_else_a_bundled_one() -> None:
-    from adapter.rollout.generations import installed
+    from adapter.episodes.generations import installed
 
     generation = installed()
     assert env_config(RLConfig().taskset, generation).parent.name == "envs"

@@ -14,11 +14,11 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-import adapter.rollout.coinstall as coinstall
-import adapter.rollout.versions as versions
+import adapter.versions.coinstall as coinstall
+import adapter.versions.gate as versions
 from adapter.cli.compat import BESIDE_BEGIN, BESIDE_END, DOC_NAME, committed_table
 from adapter.cli.entry import main
-from adapter.rollout.coinstall import (
+from adapter.versions.coinstall import (
     MILES_SGLANG,
     NO_SGLANG_NOTE,
     SGLANG_PINS,

@@ -20,7 +20,7 @@ from renderers.base import load_tokenizer
 from adapter.errors import ConfigurationError, UnsupportedFeatureError
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnEvalInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn, generate_rollout
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 from conformance.policies import TextPolicy, last_user_text, tool_call
 
 ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"

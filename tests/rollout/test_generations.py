@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from adapter.rollout.bundled import BUNDLED_IDS, tasksets_for_config
-from adapter.rollout.caches import harness_uv_cache, user_cache_dir, with_harness_cache
-from adapter.rollout.generations import SPECS, installed, shape_of
+from adapter.episodes.bundled import BUNDLED_IDS, tasksets_for_config
+from adapter.episodes.caches import harness_uv_cache, user_cache_dir, with_harness_cache
+from adapter.episodes.generations import SPECS, installed, shape_of
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_installed_generation_is_chosen_by_the_version_gate() -> None:
-    from adapter.rollout.versions import require_supported
+    from adapter.versions.gate import require_supported
 
     assert installed() is SPECS[require_supported()]
 
@@ -80,7 +80,7 @@ def test_a_pinned_harness_gets_its_own_cache_unless_it_sets_one() -> None:
 
 
 def test_generation_a_gives_a_pinned_harness_a_per_user_cache(monkeypatch, tmp_path) -> None:
-    a = pytest.importorskip("adapter.rollout.generations.a", reason="needs verifiers 0.2.x (generation A)")
+    a = pytest.importorskip("adapter.episodes.generations.a", reason="needs verifiers 0.2.x (generation A)")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     with SPECS["A"].bundled_config("arith-v1").open("rb") as handle:
@@ -101,8 +101,8 @@ def test_generation_b_stops_on_a_model_call_verifiers_recorded_as_not_implemente
     not, and the refusal names what was not implemented and where it was recorded."""
     from types import SimpleNamespace
 
+    from adapter.episodes.generations.b import unsupported_call
     from adapter.errors import UnsupportedFeatureError
-    from adapter.rollout.generations.b import unsupported_call
 
     def error(kind: str, message: str) -> SimpleNamespace:
         return SimpleNamespace(type=kind, message=message, status_code=None)

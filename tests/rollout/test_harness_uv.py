@@ -1,4 +1,4 @@
-"""The harness program's uv environment before the first episode (`adapter.rollout.harness_uv`):
+"""The harness program's uv environment before the first episode (`adapter.episodes.harness_uv`):
 offline from a filled uv cache, fetched once when the cache lacks it, refused fast (naming
 UV_OFFLINE=1 and the command that fills the cache) when neither works; every uv call bounded.
 
@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
+from adapter.episodes import harness_uv
+from adapter.episodes.caches import harness_uv_cache, user_cache_dir
+from adapter.episodes.generations import installed
+from adapter.episodes.harness_uv import offline_env, prepared_env, program_source
 from adapter.errors import ConfigurationError, HarnessEnvironmentError
-from adapter.rollout import harness_uv
-from adapter.rollout.caches import harness_uv_cache, user_cache_dir
-from adapter.rollout.generations import installed
-from adapter.rollout.harness_uv import offline_env, prepared_env, program_source
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -220,7 +220,7 @@ def test_the_null_harness_program_is_found_and_a_harness_without_one_is_left_alo
 
 @A_ONLY
 def test_generation_a_runs_a_cached_harness_with_uv_offline(fake_uv, monkeypatch) -> None:
-    from adapter.rollout.generations.a import GenerationA
+    from adapter.episodes.generations.a import GenerationA
 
     monkeypatch.setenv("FAKE_UV_OFFLINE", "0")
     data = tomllib.loads(installed().bundled_config("arith-v1").read_text())
@@ -232,7 +232,7 @@ def test_generation_a_runs_a_cached_harness_with_uv_offline(fake_uv, monkeypatch
 
 @A_ONLY
 def test_generation_a_refuses_before_any_episode_when_the_harness_cannot_be_prepared(fake_uv, monkeypatch) -> None:
-    from adapter.rollout.generations.a import GenerationA
+    from adapter.episodes.generations.a import GenerationA
 
     monkeypatch.setenv("FAKE_UV_OFFLINE", "1")
     monkeypatch.setenv("FAKE_UV_ONLINE", "2")
@@ -242,7 +242,7 @@ def test_generation_a_refuses_before_any_episode_when_the_harness_cannot_be_prep
 
 @B_040
 def test_generation_b_checks_the_harness_under_the_value_verifiers_forces(fake_uv, monkeypatch) -> None:
-    from adapter.rollout.generations.b import GenerationB
+    from adapter.episodes.generations.b import GenerationB
 
     monkeypatch.setenv("FAKE_UV_OFFLINE", "0")  # a filled cache, which 0.4.0's preparation never uses alone
     monkeypatch.setenv("FAKE_UV_ONLINE", "2")
@@ -281,8 +281,8 @@ def _refused_offline(module: str, cls: str, env: dict[str, str]) -> Any:
     code = f"""
         import time, tomllib
         from adapter.errors import HarnessEnvironmentError
-        from adapter.rollout.generations import installed
-        from adapter.rollout.generations.{module} import {cls}
+        from adapter.episodes.generations import installed
+        from adapter.episodes.generations.{module} import {cls}
         started = time.monotonic()
         try:
             {cls}(tomllib.loads(installed().bundled_config("arith-v1").read_text()))
@@ -325,8 +325,8 @@ def test_offline_harness_runs_from_a_filled_cache(monkeypatch) -> None:
     env.pop("UV_COMPILE_BYTECODE", None)  # the lanes set it; here the adapter must decide it
     code = """
         import asyncio, tomllib
-        from adapter.rollout.generations import installed
-        from adapter.rollout.generations.a import GenerationA
+        from adapter.episodes.generations import installed
+        from adapter.episodes.generations.a import GenerationA
         from verifiers.v1.harnesses.null.harness import PROGRAM_SOURCE
         from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
         harness = GenerationA(tomllib.loads(installed().bundled_config("arith-v1").read_text())).env.harness

@@ -13,7 +13,7 @@ from adapter.config.settings import Settings
 from adapter.errors import ConfigurationError
 from adapter.rollout.hooks import miles_hooks
 from adapter.rollout.orchestrator import Orchestrator
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 from tests.fakes import FakeBackend
 
 USER_HOOKS = '''

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from adapter.config.settings import Settings
+from adapter.episodes.identity import infer_identity, registered_models, renderer_identity
 from adapter.errors import AmbiguousIdentityError
-from adapter.rollout.identity import infer_identity, registered_models, renderer_identity
 from adapter.rollout.job import renderer_model_for
 
 REGISTRY = {

@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 
 from adapter.cli.compat import CELLS, render_table
 from adapter.cli.entry import main
-from adapter.rollout.versions import (
+from adapter.versions.gate import (
     ALLOW_UNTESTED_ENV,
     NEWEST_KNOWN,
     PROVEN,
@@ -156,7 +156,7 @@ def test_a_renderers_mismatch_keeps_the_installed_verifiers_when_the_matrix_prov
 
 
 def test_cli_versions_for_a_too_new_verifiers_points_to_0_4_0(monkeypatch, capsys) -> None:
-    import adapter.rollout.versions as versions
+    import adapter.versions.gate as versions
 
     monkeypatch.delenv(ALLOW_UNTESTED_ENV, raising=False)
     monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": "0.4.1", "renderers": "0.1.12"}.get(name))

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
-from adapter.rollout.sample_type import Sample, Status
-from adapter.rollout.samples import assemble_group, eval_reward_value, flatten, trace_to_samples
+from adapter.samples.conversion import assemble_group, eval_reward_value, flatten, trace_to_samples
+from adapter.samples.sample_type import Sample, Status
 from conformance.traces import TraceSpec, Turn, build_trace
 
 SPEC = TraceSpec()

@@ -1,5 +1,5 @@
 """A renderer pool is built on threads; transformers' names are imported on the caller's thread first
-(`adapter.rollout.tokenizer_imports`): two threads importing `AutoTokenizer` at once can fail one, and
+(`adapter.episodes.tokenizer_imports`): two threads importing `AutoTokenizer` at once can fail one, and
 the adapter then loses a trace to a 502 in the first group of a process."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 PROBE = textwrap.dedent("""
     import sys
     import renderers.base
-    from adapter.rollout.generations import a
+    from adapter.episodes.generations import a
 
     def reporting(self, factory, size):
         transformers = sys.modules.get("transformers")

@@ -9,10 +9,10 @@ import logging
 
 import pytest
 
-import adapter.rollout.versions as versions
+import adapter.versions.gate as versions
 from adapter.cli.entry import main
 from adapter.errors import UnsupportedVersionError
-from adapter.rollout.versions import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, decide, installed_decision, require_supported
+from adapter.versions.gate import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, decide, installed_decision, require_supported
 
 
 def _install(monkeypatch: pytest.MonkeyPatch, verifiers: str, renderers: str) -> None:
@@ -72,10 +72,10 @@ def test_without_the_opt_in_a_newer_release_is_a_typed_refusal(monkeypatch) -> N
 def test_require_supported_logs_the_warning_once(monkeypatch, caplog) -> None:
     _install(monkeypatch, "0.4.1", "0.1.12")
     monkeypatch.setenv(ALLOW_UNTESTED_ENV, "1")
-    with caplog.at_level(logging.WARNING, logger="adapter.rollout.versions"):
+    with caplog.at_level(logging.WARNING, logger="adapter.versions.gate"):
         assert require_supported() == "B"
         assert require_supported() == "B"
-    warnings = [r.getMessage() for r in caplog.records if r.name == "adapter.rollout.versions"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "adapter.versions.gate"]
     assert len(warnings) == 1 and "verifiers 0.4.1" in warnings[0] and "untested" in warnings[0]
 
 

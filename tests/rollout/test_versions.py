@@ -7,7 +7,7 @@ import pytest
 
 from adapter.cli.entry import main
 from adapter.errors import UnsupportedVersionError
-from adapter.rollout.versions import decide, installed_decision, require_supported
+from adapter.versions.gate import decide, installed_decision, require_supported
 
 # (verifiers, renderers, transformers installed) → generation, or a text the refusal contains
 CASES = [
@@ -50,7 +50,7 @@ def test_the_locked_set_is_generation_a() -> None:
 
 
 def test_refusal_is_a_typed_error(monkeypatch) -> None:
-    import adapter.rollout.versions as versions
+    import adapter.versions.gate as versions
 
     monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": "0.2.0"}.get(name, "0.1.12"))
     with pytest.raises(UnsupportedVersionError, match=r"0\.1\.12"):
@@ -64,7 +64,7 @@ def test_cli_versions_prints_the_generation(capsys) -> None:
 
 
 def test_cli_versions_prints_the_refusal(monkeypatch, capsys) -> None:
-    import adapter.rollout.versions as versions
+    import adapter.versions.gate as versions
 
     monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": "0.2.0"}.get(name, "0.1.12"))
     assert main(["versions"]) == 1

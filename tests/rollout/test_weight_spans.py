@@ -1,4 +1,4 @@
-"""Weight versions per model turn at absolute offsets (adapter.rollout.weight_spans): the shape
+"""Weight versions per model turn at absolute offsets (adapter.samples.weight_spans): the shape
 Miles #1891's `WeightVersionsPerCall` holds, built from the bridge's per-call records."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from adapter.bridge.handler import create_app
 from adapter.bridge.stats import TurnVersions
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
-from adapter.rollout.weight_spans import model_turns, turn_spans
+from adapter.samples.weight_spans import model_turns, turn_spans
 from conformance.engine import Completion
 
 P, S = False, True  # a prompt/tool token, a sampled token

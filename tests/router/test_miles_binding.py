@@ -12,10 +12,10 @@ import sys
 import pytest
 
 from adapter.engine.recording import CassetteRecorder, install
+from adapter.episodes.bundled import add_env_sources
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn
-from adapter.rollout.bundled import add_env_sources
-from adapter.rollout.samples import flatten
+from adapter.samples.conversion import flatten
 from tests.router.cassettes import by_key, generate_calls
 from tests.router.conftest import CHAT, ROUTER_ENVS
 

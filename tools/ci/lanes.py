@@ -60,7 +60,7 @@ LANES: dict[str, Lane] = {
     "canary": Lane(("canary",), (
         "the newest published verifiers, renderers, openai, transformers, sglang and smg judged; a planted "
         "incompatible renderers must fail it",
-    ), ("e2e/canary/*", "tests/canary/*", "adapter/rollout/versions.py", "adapter/rollout/coinstall.py", *PINS)),
+    ), ("e2e/canary/*", "tests/canary/*", "adapter/versions/gate.py", "adapter/versions/coinstall.py", *PINS)),
     "sglang-cpu": Lane(("sglang-cpu",), (
         "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generations A and B, "
         "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",
@@ -80,7 +80,7 @@ LANES: dict[str, Lane] = {
         "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 → ≥ 0.8 in 6 steps, "
         "mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
         "the lr-0 control on the same seeds stays flat (its first and last windows only)",
-    ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/rollout/samples.py", "e2e/engine/tiny_*",
+    ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/samples/conversion.py", "e2e/engine/tiny_*",
         "e2e/sglang_cpu/*", "uv.lock")),
     "miles": Lane(("miles",), (
         "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
@@ -92,7 +92,7 @@ LANES: dict[str, Lane] = {
         "Miles' own router (sglang_router, as Miles launches it) before real SGLang and a failing worker: "
         "≤ 3 engine calls per failing model turn, counted at the worker",
     ), ("adapter/miles/*", "e2e/miles_cpu/*", "tests/miles_cpu/*",
-        "adapter/rollout/sample_type.py", "adapter/rollout/samples.py", "adapter/rollout/weight_spans.py",
+        "adapter/samples/sample_type.py", "adapter/samples/conversion.py", "adapter/samples/weight_spans.py",
         "adapter/bridge/stats.py", "e2e/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py", "e2e/router.py")),
 }
 

@@ -2,7 +2,7 @@
 
 One root per Verifiers API generation (`a/`, `b/`), each holding `envs/<id>.toml` and
 `tasksets/<module>.py`; see README.md here. Found with `importlib.resources`, so an installed
-wheel finds them as a source checkout does. `adapter.rollout.generations` maps a generation to its
+wheel finds them as a source checkout does. `adapter.episodes.generations` maps a generation to its
 root; this module only knows the layout.
 """
 

@@ -13,7 +13,7 @@ Four inline rows ask the model to say one given word. Scoring:
 
 A task with a `@group_reward` needs n >= 2 (`Environment.episode` refuses n < 2); group
 rewards are written into every trace only after all n rollouts finished. Importable by
-module name: put `adapter/rollout/bundled/a/tasksets` on PYTHONPATH.
+module name: put `adapter/episodes/bundled/a/tasksets` on PYTHONPATH.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one "Miles' class or ours" rule: a name from a Miles module when Miles is importable
 (the trainer's own types, so Miles' isinstance checks and asserts see its classes), else the
-adapter's field-compatible stand-in. `adapter.rollout.sample_type.sample_class` and
+adapter's field-compatible stand-in. `adapter.samples.sample_type.sample_class` and
 `adapter.miles.abi.abi_types` both resolve through it, once per process each."""
 
 from __future__ import annotations

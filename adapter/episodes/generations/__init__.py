@@ -1,12 +1,12 @@
 """One typed seam per Verifiers API generation, chosen once by the version gate.
 
-    A  verifiers 0.2.x          adapter.rollout.generations.a.GenerationA
-    B  verifiers 0.3.x, 0.4.0   adapter.rollout.generations.b.GenerationB
+    A  verifiers 0.2.x          adapter.episodes.generations.a.GenerationA
+    B  verifiers 0.3.x, 0.4.0   adapter.episodes.generations.b.GenerationB
 
 `GenerationSpec` holds what is known without importing Verifiers: the config shape, the
 bundled fixtures and where the episode runner lives. `EpisodeBackend` is the Protocol every
 runner implements (tasks, group rewards, serving, the client, a group of n rollouts, the
-sampling config). `installed()` picks the spec from `adapter.rollout.versions.require_supported()`.
+sampling config). `installed()` picks the spec from `adapter.versions.gate.require_supported()`.
 `unsupported_feature` is the one refusal both shims raise when Verifiers' TrainClient or
 Renderers raised `NotImplementedError` (A catches it in process, B reads the type Verifiers
 recorded on the model call): the run stops at the first group instead of resampling.
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from adapter.episodes import bundled
 from adapter.errors import EnvConfigError, UnsupportedFeatureError
-from adapter.rollout import bundled
-from adapter.rollout.versions import Generation, require_supported
+from adapter.versions.gate import Generation, require_supported
 
 if TYPE_CHECKING:
     import asyncio
@@ -68,7 +68,7 @@ class GenerationSpec:
     releases: str  # the verifiers releases of this generation, for messages
     role_table: str  # the top-level table that marks this generation's config shape
     shape: str  # that shape, in words
-    bundle: str  # the root under adapter/rollout/bundled
+    bundle: str  # the root under adapter/episodes/bundled
     runner: str  # "module:Class" of the EpisodeBackend
 
     def load(self, config_data: Mapping[str, Any]) -> EpisodeBackend:
@@ -97,10 +97,10 @@ class GenerationSpec:
 
 SPECS: dict[Generation, GenerationSpec] = {
     "A": GenerationSpec("A", "verifiers 0.2.x", "harness", "a top-level [harness] table", "a",
-                        "adapter.rollout.generations.a:GenerationA"),
+                        "adapter.episodes.generations.a:GenerationA"),
     "B": GenerationSpec("B", "verifiers 0.3.x/0.4.0", "agent",
                         "roles under [agent]: [agent.harness], [agent.runtime]", "b",
-                        "adapter.rollout.generations.b:GenerationB"),
+                        "adapter.episodes.generations.b:GenerationB"),
 }
 # Shape detection order: roles under [agent] win (a B config may not have a top-level harness).
 _SHAPE_ORDER: tuple[Generation, ...] = ("B", "A")

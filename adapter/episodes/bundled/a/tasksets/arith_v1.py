@@ -10,7 +10,7 @@ is parsed out by Renderers and is not part of the reply):
   * metric `parsed`: 1.0 when the reply holds an integer at all.
 
 Rewards therefore vary inside a group (right, close, wrong), so group-relative advantages
-are non-zero. Importable by module name: put the generation's `adapter/rollout/bundled/<a|b>/tasksets` on
+are non-zero. Importable by module name: put the generation's `adapter/episodes/bundled/<a|b>/tasksets` on
 PYTHONPATH.
 """
 

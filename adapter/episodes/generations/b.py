@@ -40,11 +40,11 @@ from typing import Any
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
+from adapter.episodes.generations import unsupported_feature
+from adapter.episodes.harness_uv import prepared_env, program_source
+from adapter.episodes.identity import renderer_identity
+from adapter.episodes.tokenizer_imports import import_tokenizer_classes
 from adapter.errors import ConfigurationError, EpisodeError, UnsupportedFeatureError
-from adapter.rollout.generations import unsupported_feature
-from adapter.rollout.harness_uv import prepared_env, program_source
-from adapter.rollout.identity import renderer_identity
-from adapter.rollout.tokenizer_imports import import_tokenizer_classes
 
 API_KEY_VAR = "VF_SGLANG_API_KEY"  # unset: Verifiers sends "EMPTY", which the bridge ignores
 # What verifiers 0.4.0 sets on its uv script preparation over the harness env (runtimes/base.py,
@@ -56,7 +56,7 @@ NOT_IMPLEMENTED = NotImplementedError.__name__
 
 
 class TraceView:
-    """A generation-B trace, read with the attribute names `adapter.rollout.samples` uses."""
+    """A generation-B trace, read with the attribute names `adapter.samples.conversion` uses."""
 
     def __init__(self, trace: Any) -> None:
         self._trace = trace
@@ -247,7 +247,7 @@ def _load_env(config_data: Mapping[str, Any]) -> Any:
 
 def ready_harness_programs(config: Any) -> None:
     """Prepare each subprocess-runtime agent harness' uv program before any episode
-    (`adapter.rollout.harness_uv`), in the validated config Verifiers is about to load. 0.3.x hands
+    (`adapter.episodes.harness_uv`), in the validated config Verifiers is about to load. 0.3.x hands
     the harness env to the preparation: it gains UV_OFFLINE=1 once uv's cache holds the program, and
     UV_COMPILE_BYTECODE=1.
     0.4.0 prepares with UV_OFFLINE=false (`PREPARE_FORCES`): the program is checked under that,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from adapter.errors import TrainerSampleError
-from adapter.rollout.miles_or_ours import miles_or_ours
+from adapter.samples.miles_or_ours import miles_or_ours
 
 if TYPE_CHECKING:
     import numpy

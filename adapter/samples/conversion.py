@@ -30,8 +30,8 @@ from typing import Any
 
 from adapter.bridge.stats import RolloutStats
 from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
-from adapter.rollout.sample_type import Sample, Status, identity_fields, sample_class, span_classes
-from adapter.rollout.weight_spans import turn_spans
+from adapter.samples.sample_type import Sample, Status, identity_fields, sample_class, span_classes
+from adapter.samples.weight_spans import turn_spans
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
 # traces), "trace_error" (a trace recorded an error, or broke a Sample invariant),
@@ -166,7 +166,7 @@ def trace_to_samples(trace: Any, *, rollout_id: int, reward_key: str | None = No
 
 def _spans_per_turn(sample: Any, mask: list[bool], stats: RolloutStats) -> None:
     """Where Miles' `Sample` holds `list[WeightVersionsPerCall]` (#1891 on): one per model turn,
-    its spans at the turn's absolute offsets (`adapter.rollout.weight_spans`), replacing the
+    its spans at the turn's absolute offsets (`adapter.samples.weight_spans`), replacing the
     per-turn strings `stats.apply` wrote for the older `list[str]` field."""
     classes = span_classes()
     if classes is None:

@@ -12,7 +12,7 @@ With no route to a package index, uv retries the index, the episode fails after 
 group is dropped and replaced, and nothing is printed (`vf-sglang demo` sat silent for 240 s).
 
 `offline_env(script, harness_env, forced=...)` runs that same preparation here first, on a copy of
-the script under the user cache (`adapter.rollout.caches.user_cache_dir`), each uv call under a
+the script under the user cache (`adapter.episodes.caches.user_cache_dir`), each uv call under a
 deadline, and returns what the harness env must add:
   1. from uv's cache alone (`--offline`): the cache holds the script's environment → {UV_OFFLINE: 1},
      so Verifiers' own preparation never waits on the network;
@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from adapter.episodes.caches import user_cache_dir
 from adapter.errors import HarnessEnvironmentError
-from adapter.rollout.caches import user_cache_dir
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,13 @@
-"""`echo-tool-v1`: a reward that is only reachable when a tool really ran (verifiers 0.2.0, V1).
+"""`echo-tool-v1` for verifiers 0.3.x / 0.4.0 (generation B): the same rows, stamp and scores as generation A's.
 
 Each task asks the model to call the tool `stamp` with a given word and to reply with exactly
-what it returns. The tool belongs to the per-rollout MCP server `EchoTools` (a `Toolset` on
-`Task.tools`), so the model sees it as **`echo_tools_stamp`** (Verifiers exposes tools as
-`<snake_case_toolset_class>_<tool>`). The server process is this module run with
-`python -m echo_tool_v1`; it learns its task over Verifiers' `/task` channel.
+what it returns. The tool belongs to the per-rollout MCP server `EchoTools`. In 0.4.0 a task
+declares its servers with the classmethod `Task.toolsets(config)` (which returns instances,
+each built with its own `ToolsetConfig`) instead of 0.2.0's `Task.tools`. The server name is
+still the snake-cased class name and the null harness still qualifies tools as
+`<server>_<tool>`, so the model sees the tool as **`echo_tools_stamp`**. The server process is
+this module run with `sys.executable -m echo_tool_v1` (the host's interpreter, so the host's
+mcp 2.x); it fetches its task (the `EchoToolData` below) over Verifiers' `/task` channel.
 
 The stamp is `STAMP-` + `STAMP_DIGITS` (26) decimal digits: HMAC-SHA256(`SECRET`, "<idx>:<word>")
 read as a number, modulo 10**26, zero-padded; `SECRET` is a module-level constant that no prompt
@@ -21,9 +24,11 @@ Scoring (decided here, on purpose strict):
     but the reply did not repeat it" apart from "never called");
   * metric `tool_messages`: how many tool messages the trace holds.
 
-It needs at least 2 model turns (the call, then the reply), the `null` harness (which supports
-MCP) and `mcp<2` on both sides (see adapter/rollout/bundled/a/envs/echo-tool-v1.toml). Importable by module
-name: put `adapter/rollout/bundled/a/tasksets` on PYTHONPATH (the tool server subprocess inherits it).
+It needs at least 2 model turns (the call, then the reply) and the `null` harness (which
+supports MCP); see adapter/episodes/bundled/b/envs/echo-tool-v1.toml. 0.4.0's null harness pins `mcp==2.0.0`
+in its own script and the host side is 0.4.0's own mcp 2.x, so no mcp pin is needed here.
+Importable by module name: put `adapter/episodes/bundled/b/tasksets` on PYTHONPATH (the tool server
+subprocess inherits it); generation A's module of the same name lives under another root.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class EchoTools(vf.Toolset[vf.ToolsetConfig]):
     idx: int | None = None
 
     async def setup_task(self, task) -> None:
+        # `task` is the rollout's TaskData (an EchoToolData), fetched over the /task channel.
         self.idx = task.idx
 
     @vf.tool
@@ -68,9 +74,13 @@ class EchoTools(vf.Toolset[vf.ToolsetConfig]):
 
 
 class EchoToolTask(vf.Task[EchoToolData]):
-    tools = (EchoTools,)
+    @classmethod
+    def toolsets(cls, config: vf.TaskConfig) -> list[vf.Toolset]:
+        # Default ToolsetConfig: a subprocess runtime of its own on the host, not colocated.
+        return [EchoTools(vf.ToolsetConfig())]
 
     def _expected(self) -> str:
+        assert self.data.idx is not None
         return stamp_for(self.data.idx, self.data.word)
 
     def _tool_ran(self, trace: vf.Trace) -> bool:
@@ -95,7 +105,7 @@ class EchoToolTaskset(vf.Taskset[EchoToolTask]):
         return [
             EchoToolTask(
                 EchoToolData(
-                    idx=i,
+                    idx=i,  # 0.3.x needs it; 0.4.0 re-assigns the same value on iteration
                     name=f"echo-tool-{i}",
                     prompt=(
                         f"Call the stamp tool with the word {word!r}, then reply with exactly "

@@ -3,7 +3,7 @@
 `BridgeTrainClient` is Verifiers' own `TrainClient` (Renderers does the rendering, prompt-id
 bridging across turns and response parsing) with four adapter duties:
   * the renderer pool loads the tokenizer from a local path (a trainer checkpoint) but gives it
-    the registered renderer identity (`adapter.rollout.identity`), so a local Qwen3 checkpoint gets the
+    the registered renderer identity (`adapter.episodes.identity`), so a local Qwen3 checkpoint gets the
     Qwen3 renderer with tool and reasoning parsing, not the template fallback;
   * requests the adapter cannot serve (streaming relay, auxiliary dialect routes, non-chat
     dialects, tools with a renderer that cannot parse them) fail with `AdapterRequestError`,
@@ -36,12 +36,12 @@ from verifiers.v1.errors import ProviderError
 
 from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
 from adapter.config.settings import Settings
+from adapter.episodes.caches import with_harness_cache
+from adapter.episodes.generations import unsupported_feature
+from adapter.episodes.harness_uv import prepared_env, program_source
+from adapter.episodes.identity import explicit_advice, renderer_identity
+from adapter.episodes.tokenizer_imports import import_tokenizer_classes
 from adapter.errors import ConfigurationError, EpisodeError, UnsupportedRequestError
-from adapter.rollout.caches import with_harness_cache
-from adapter.rollout.generations import unsupported_feature
-from adapter.rollout.harness_uv import prepared_env, program_source
-from adapter.rollout.identity import explicit_advice, renderer_identity
-from adapter.rollout.tokenizer_imports import import_tokenizer_classes
 
 # The in-process bridge's address; nothing listens there (the ASGI transport answers). Each
 # bridge gets its own host name: Renderers caches `/v1/models`' max_model_len per base URL for
@@ -96,7 +96,7 @@ class BridgeTrainClient(TrainClient):  # type: ignore[misc]  # Verifiers is unty
 
     def renderer_name(self, model: str) -> str:
         """The name Renderers resolves its renderer by: the identity the job decided (explicit or
-        inferred: `adapter.rollout.identity`), else that of the tokenizer path, else the model id."""
+        inferred: `adapter.episodes.identity`), else that of the tokenizer path, else the model id."""
         if self.renderer_model_name:
             return str(self.renderer_model_name)
         if self.tokenizer_path:
@@ -229,7 +229,7 @@ def sampling_config(settings: Settings) -> Any:
 
 def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the config whose harness, when it pins UV_EXCLUDE_NEWER without its own
-    UV_CACHE_DIR, gets a per-user cache for that pin (`adapter.rollout.caches`): uv reuses a script
+    UV_CACHE_DIR, gets a per-user cache for that pin (`adapter.episodes.caches`): uv reuses a script
     environment without re-resolving, so a pinned harness must not share the default cache."""
     data = dict(config_data)
     harness = data.get("harness")
@@ -239,7 +239,7 @@ def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def ready_harness_program(harness: Any) -> None:
-    """Prepare a subprocess-runtime harness' uv program before any episode (`adapter.rollout.harness_uv`):
+    """Prepare a subprocess-runtime harness' uv program before any episode (`adapter.episodes.harness_uv`):
     its env gains UV_OFFLINE=1 once uv's cache holds the program, and UV_COMPILE_BYTECODE=1 (0.2.x
     hands the harness env to the preparation), or `HarnessEnvironmentError`. A container or
     sandbox runtime has its own uv."""

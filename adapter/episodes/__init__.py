@@ -1,0 +1,7 @@
+"""The Verifiers side: episodes run through the installed Verifiers release.
+
+Owns: one shim per Verifiers API generation (`generations/`), the harness program's uv
+environment (`harness_uv`, `caches`), the renderer identity (`identity`), the tokenizer imports a
+renderer pool needs first (`tokenizer_imports`) and the bundled tasksets (`bundled/`, package data).
+May import: `errors`, `config`, `wire`, `engine`, `bridge`, `versions`, `samples`.
+"""

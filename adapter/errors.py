@@ -45,6 +45,18 @@ Outside the tree, each where its callers need a standard base (all defined here)
     ServeError(RuntimeError)      the bridge server did not start listening in time
     CheckFailed(Exception)        `vf-sglang check`: a check's own verdict on a server's answer
     CheckSkipped(Exception)       `vf-sglang check`: the check does not apply to this server
+    AssetError(RuntimeError)      a pinned asset (the Qwen3 tokenizer files) is missing or not the
+                                  file it should be (adapter.reference.assets)
+    SGLangSourceError(RuntimeError)  a directory holds no sglang tree adapter.reference.sglang_source
+                                  can read
+    ReferenceEngineError(Exception)  the reference engine's own (`adapter.reference`: the demo's
+                                  stand-in for SGLang, never SGLang):
+        BadRequestError           a /generate or /abort_request body it refuses (HTTP 400 with
+                                  SGLang's `{"error": {"message"}}`)
+        ContextLengthError        (a BadRequestError) the prompt, or prompt + max_new_tokens, does
+                                  not fit the model's context; says "maximum context length" so
+                                  Verifiers recognises an overlong prompt
+        TinyModelBuildError       the tiny model could not be built or its cache is unusable
 One exception lives in a shim, not here: generation A's `AdapterRequestError` must subclass
 Verifiers' own `ProviderError` (TrainClient retries by that type), and this module imports
 nothing from Verifiers.
@@ -208,3 +220,27 @@ class CheckFailed(Exception):
 
 class CheckSkipped(Exception):
     """A control-flow signal: the check does not apply to this server (the message says why)."""
+
+
+class ReferenceEngineError(Exception):
+    """Base of every error the reference engine (`adapter.reference`) raises on purpose."""
+
+
+class BadRequestError(ReferenceEngineError):
+    """The request is malformed or asks for something the reference engine does not do."""
+
+
+class ContextLengthError(BadRequestError):
+    """The prompt does not fit the model's context (max_position_embeddings)."""
+
+
+class TinyModelBuildError(ReferenceEngineError):
+    """Building, saving or reusing the cached tiny model failed."""
+
+
+class AssetError(RuntimeError):
+    """A pinned asset is missing or is not the file it should be."""
+
+
+class SGLangSourceError(RuntimeError):
+    """The directory does not hold an sglang tree `adapter.reference.sglang_source` can read."""

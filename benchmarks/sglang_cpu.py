@@ -61,7 +61,7 @@ async def run(args: argparse.Namespace) -> list[str]:
         times = await measure(url, args)
     load = os.getloadavg()
     return [*tables(times, args, started=started, label=f"real SGLang {version} on CPU", goals=GOALS),
-            f"SGLang {version}, {origin}, in {mode}: the tiny Qwen3 (`e2e.engine.tiny_model`) with the CPU "
+            f"SGLang {version}, {origin}, in {mode}: the tiny Qwen3 (`adapter.reference.tiny_model`) with the CPU "
             f"flags of `e2e/sglang_cpu/server.py`. Load average when the measurement ended: {load[0]:.2f} / "
             f"{load[1]:.2f} / {load[2]:.2f} (1/5/15 min).", ""]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.assets import install_qwen3_tokenizer
+from adapter.reference.assets import install_qwen3_tokenizer
 from conformance.engine import ScriptedEngine
 from conformance.replay import CassetteReplay, load_cassette
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.sglang_source import SGLangSource, load_source
+from adapter.reference.sglang_source import SGLangSource, load_source
 
 TREES_ENV = "VF_SGLANG_TREES"  # os.pathsep-separated sglang trees (`uv pip install --no-deps --target`)
 

@@ -60,7 +60,7 @@ def _uv_tool_bin() -> str:
 
 
 def _tiny_model_dir() -> str:
-    from e2e.engine import build_tiny_model
+    from adapter.reference import build_tiny_model
 
     return str(build_tiny_model())
 

@@ -88,6 +88,7 @@ def proxy_nowhere(monkeypatch) -> str:
     return nowhere
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: the contract cells run without xdist
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker more than the cores this process may use. The suite's real episodes
     and CLI tests wait on subprocesses and sockets; a spare worker fills those waits (measured on

@@ -26,7 +26,7 @@ HF_ALIAS = ("models--Qwen--Qwen3-0.6B", "snapshots")  # an HF-cache path that na
 
 
 def install() -> dict[str, Any]:
-    from e2e.engine.tiny_model import build_tiny_model
+    from adapter.reference.tiny_model import build_tiny_model
     from e2e.sglang_cpu.venv import ensure_venv
 
     started = time.monotonic()

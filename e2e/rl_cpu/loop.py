@@ -29,9 +29,9 @@ from adapter.episodes.bundled import add_env_sources
 from adapter.episodes.generations import installed
 from adapter.miles.abi import abi_types
 from adapter.miles.binding import VerifiersRolloutFn
+from adapter.reference.tiny_model import is_planted
+from adapter.reference.tiny_plant import planted_masks
 from adapter.samples.conversion import flatten
-from e2e.engine.tiny_model import is_planted
-from e2e.engine.tiny_plant import planted_masks
 from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, contiguous_runs, control_steps, env_config, miles_args
 from e2e.rl_cpu.metrics import (
     PLANTED,
@@ -56,7 +56,7 @@ def _train_samples(groups: list[list[Any]], plant: str | None) -> list[TrainSamp
 def model_recipe(name: str) -> dict[str, Any]:
     """The tiny model's variant `name` (`config.MODELS`): "tool-rl" (`tiny_model.tool_rl`, float32,
     planted copy heads: the echo-tool lane) or "arith-only" (`tiny_model.arith_only`, bf16)."""
-    from e2e.engine.tiny_model import RECIPE, arith_only, tool_rl
+    from adapter.reference.tiny_model import RECIPE, arith_only, tool_rl
 
     return {"tool-rl": tool_rl, "arith-only": arith_only}[name](RECIPE)
 
@@ -116,7 +116,7 @@ def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = pri
     server is ended on the way out."""
     started, load_before = time.monotonic(), os.getloadavg()
     config.run_dir.mkdir(parents=True, exist_ok=True)
-    from e2e.engine.tiny_model import build_tiny_model
+    from adapter.reference.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(progress=False, recipe=model_recipe(config.model))
     with serving(config.sglang_version, deterministic=True, model_dir=model_dir,

@@ -5,7 +5,7 @@
 
 `python -m sglang.launch_server` runs from the version's venv (`e2e.sglang_cpu.venv`) with the
 measured CPU flags (CPU_FLAGS; `--enable-deterministic-inference` when asked), serving the tiny
-model (`e2e.engine.tiny_model.build_tiny_model`) unless told otherwise, on 127.0.0.1 only, on a
+model (`adapter.reference.tiny_model.build_tiny_model`) unless told otherwise, on 127.0.0.1 only, on a
 free port. Its environment (`launch_env`) puts ONLY standin/ on PYTHONPATH (the `sgl_kernel`
 stand-in and the deterministic-mode plugin), sets SGLANG_USE_CPU_ENGINE=1, hides any GPU and
 keeps the HuggingFace libraries offline; SGLang's other plugins load as in any install.
@@ -202,7 +202,7 @@ def serving(version: str = DEFAULT_VERSION, *, deterministic: bool = False, mode
     InstallError (no venv), ServerStartError (did not come up; the log's tail is in the message)."""
     venv = ensure_venv(version)
     if model_dir is None:
-        from e2e.engine.tiny_model import build_tiny_model
+        from adapter.reference.tiny_model import build_tiny_model
 
         model_dir = build_tiny_model()
     port = port or free_port()

@@ -130,7 +130,7 @@ async def test_a_single_server_skips_the_router_rows(capsys) -> None:
 @pytest.mark.e2e
 async def test_the_reference_engine_passes_every_required_check(capsys, tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the reference engine needs torch (dependency group `demo`)")
-    from e2e.engine import build_tiny_model, create_engine_app
+    from adapter.reference import build_tiny_model, create_engine_app
 
     model_dir = build_tiny_model(progress=False)
     async with served(create_engine_app(model_dir)) as url:

@@ -64,8 +64,8 @@ def test_a_key_removed_from_a_mirror_is_named() -> None:
 @pytest.fixture(scope="module")
 def reference_engine() -> Any:
     pytest.importorskip("torch", reason="the reference engine needs torch (dependency group `demo`)")
-    from e2e.engine import build_tiny_model
-    from e2e.engine.server import ReferenceEngine
+    from adapter.reference import build_tiny_model
+    from adapter.reference.server import ReferenceEngine
 
     return ReferenceEngine(build_tiny_model(progress=False), "Qwen/Qwen3-0.6B")
 

@@ -5,7 +5,7 @@
 The lane installs sglang 0.5.15, 0.5.16 and 0.5.23 with `--no-deps` into separate directories, names
 them in `VF_SGLANG_TREES`, and runs `pytest -m sglang_schema`. Without the trees these tests
 skip, naming the lane. Everything compared here is read from the wheels
-(conformance/sglang_source.py): `SamplingParams` itself, `GenerateReqInput`'s fields, the
+(adapter/reference/sglang_source.py): `SamplingParams` itself, `GenerateReqInput`'s fields, the
 finish-reason classes, the logprob entry builder and the `meta_info` keys.
 """
 
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from adapter.config.settings import Settings
 from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, SGLANG_MODEL_INFO_KEYS, speaks_sglang
 from adapter.errors import UnsupportedRequestError
+from adapter.reference.sglang_source import SGLangSource
 from adapter.wire.translate import (
     RENAMED_KEYS,
     SGLANG_CHECKED_VERSIONS,
@@ -32,7 +33,6 @@ from adapter.wire.translate import (
 )
 from conformance.engine import Completion, ScriptedEngine
 from conformance.sglang_schema import assert_accepted, assert_sglang_shaped, output_problems, sources_from_env
-from conformance.sglang_source import SGLangSource
 from tests.wire.test_wire_request import SCENARIOS, renderer_body, translate
 
 pytestmark = pytest.mark.sglang_schema
@@ -209,8 +209,8 @@ def test_an_output_missing_sglangs_abort_fields_fails_the_lane() -> None:
 def test_the_reference_engine_refuses_what_sglang_refuses_with_sglangs_message(
     sampling: dict[str, Any], needle: str, tokenizer: Any
 ) -> None:
-    from e2e.engine.errors import BadRequestError
-    from e2e.engine.params import parse_sampling_params
+    from adapter.errors import BadRequestError
+    from adapter.reference.params import parse_sampling_params
 
     newest = max(SOURCES, key=lambda s: tuple(int(x) for x in s.version.split(".")))
     with pytest.raises(BadRequestError, match=rf"sglang {newest.version}'s SamplingParams refuses.*{needle}"):
@@ -220,8 +220,8 @@ def test_the_reference_engine_refuses_what_sglang_refuses_with_sglangs_message(
 @pytest.fixture(scope="module")
 def reference_engine() -> Any:
     pytest.importorskip("torch", reason="the reference engine needs torch (dependency group `demo`)")
-    from e2e.engine import build_tiny_model
-    from e2e.engine.server import ReferenceEngine
+    from adapter.reference import build_tiny_model
+    from adapter.reference.server import ReferenceEngine
 
     return ReferenceEngine(build_tiny_model(progress=False), "Qwen/Qwen3-0.6B")
 
@@ -249,7 +249,7 @@ REFERENCE_CASES = {
 @needs_trees
 @pytest.mark.parametrize("case", REFERENCE_CASES)
 def test_reference_engine_outputs_have_sglangs_shape(case: str, reference_engine: Any) -> None:
-    from e2e.engine.tiny_train import render_prompt
+    from adapter.reference.tiny_train import render_prompt
 
     sampling, aborted = REFERENCE_CASES[case]
     prompt = reference_engine.tokenizer.encode(render_prompt("What is 3 + 4?"), add_special_tokens=False)

@@ -1,4 +1,4 @@
-"""The reference engine (e2e/engine): SGLang's native wire on CPU, served over real HTTP.
+"""The reference engine (adapter/reference): SGLang's native wire on CPU, served over real HTTP.
 
 The tiny model is built once (seconds) into the default cache (`$VF_SGLANG_CACHE`
 or `~/.cache/vf-sglang`) and reused on later runs. Sampled ids are never compared with fixed
@@ -26,12 +26,12 @@ import httpx  # noqa: E402
 
 from adapter.bridge.serve import served  # noqa: E402
 from adapter.errors import EngineAbortedError  # noqa: E402
+from adapter.reference import build_tiny_model, create_engine_app  # noqa: E402
+from adapter.reference.params import SamplingParams  # noqa: E402
+from adapter.reference.sampling import make_generator, sample_next  # noqa: E402
+from adapter.reference.tiny_model import RECIPE, RECIPE_FILE, WEIGHTS_FILE, recipe_hash  # noqa: E402
+from adapter.reference.tiny_train import render_prompt  # noqa: E402
 from adapter.wire.translate import to_renderers_response, to_sglang_request  # noqa: E402
-from e2e.engine import build_tiny_model, create_engine_app  # noqa: E402
-from e2e.engine.params import SamplingParams  # noqa: E402
-from e2e.engine.sampling import make_generator, sample_next  # noqa: E402
-from e2e.engine.tiny_model import RECIPE, RECIPE_FILE, WEIGHTS_FILE, recipe_hash  # noqa: E402
-from e2e.engine.tiny_train import render_prompt  # noqa: E402
 
 IM_END = 151645
 QUESTION = "What is 3 + 4? Answer with just the number."

@@ -1,4 +1,4 @@
-"""The default-harness lessons (`e2e.engine.tiny_bash`) are the token ids Verifiers' default harness
+"""The default-harness lessons (`adapter.reference.tiny_bash`) are the token ids Verifiers' default harness
 and Renderers produce: the system turn and tool block, the bash call Renderers parse, the command's
 output bridged back as a tool message."""
 
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from e2e.engine import tiny_bash, tiny_tools
-from e2e.engine.tiny_model import RECIPE, default_harness
+from adapter.reference import tiny_bash, tiny_tools
+from adapter.reference.tiny_model import RECIPE, default_harness
 
 WORDS = RECIPE["train"]["tools"]["words"]
 TOOLS = [json.loads(spec) for spec in tiny_bash.TOOL_SPECS]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.engine.tiny_model import RECIPE
+from adapter.reference.tiny_model import RECIPE
 
 ARITH_V1 = Path(__file__).resolve().parents[2] / "adapter" / "episodes" / "bundled" / "a" / "tasksets" / "arith_v1.py"
 
@@ -32,7 +32,7 @@ def test_noisy_teacher_gives_every_row_right_close_and_wrong_answers(qwen3_token
     pytest.importorskip("torch", reason="tiny_train needs torch (dependency group `demo`)")
     from transformers import AutoTokenizer
 
-    from e2e.engine.tiny_train import OPS, QUESTION_TEMPLATE, training_examples
+    from adapter.reference.tiny_train import OPS, QUESTION_TEMPLATE, training_examples
 
     tokenizer = AutoTokenizer.from_pretrained(str(qwen3_tokenizer))
     texts = [tokenizer.decode(ids) for ids, _ in training_examples(tokenizer, RECIPE["train"])]
@@ -48,7 +48,7 @@ def test_compact_loss_is_the_full_vocabulary_cross_entropy(qwen3_tokenizer: Path
     torch = pytest.importorskip("torch", reason="needs torch (dependency group `demo`)")
     from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-    from e2e.engine import tiny_train
+    from adapter.reference import tiny_train
 
     recipe = copy.deepcopy(RECIPE)
     recipe["train"].update(steps=1, batch_size=4)
@@ -73,7 +73,7 @@ def test_compact_loss_is_the_full_vocabulary_cross_entropy(qwen3_tokenizer: Path
 
 
 def test_model_cache_is_per_user_and_movable(monkeypatch, tmp_path: Path) -> None:
-    from e2e.engine.tiny_model import CACHE_ENV, default_cache_root
+    from adapter.reference.tiny_model import CACHE_ENV, default_cache_root
 
     monkeypatch.delenv(CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -107,13 +107,13 @@ def _recorded_turn_one() -> list[int]:
 
 
 def _ids(tokenizer: object, text: str) -> list[int]:
-    from e2e.engine.tiny_tools import encode
+    from adapter.reference.tiny_tools import encode
 
     return encode(tokenizer, text)
 
 
 def test_turn_one_prompt_is_what_the_harness_sent_and_renderers_render(tokenizer: object, renderer: object) -> None:
-    from e2e.engine import tiny_tools
+    from adapter.reference import tiny_tools
 
     recorded = _recorded_turn_one()
     text = tokenizer.decode(recorded)  # type: ignore[attr-defined]
@@ -127,7 +127,7 @@ def test_turn_one_prompt_is_what_the_harness_sent_and_renderers_render(tokenizer
 
 
 def test_turn_two_prompt_is_renderers_bridge_after_the_call(tokenizer: object, renderer: object) -> None:
-    from e2e.engine import tiny_tools
+    from adapter.reference import tiny_tools
 
     tools = [json.loads(tiny_tools.TOOL_SPEC_JSON)]
     stamp = "STAMP-" + "31415926535897932384626433"
@@ -141,7 +141,7 @@ def test_turn_two_prompt_is_renderers_bridge_after_the_call(tokenizer: object, r
 
 
 def test_renderers_parse_the_teachers_call_into_name_and_word(tokenizer: object, renderer: object) -> None:
-    from e2e.engine import tiny_tools
+    from adapter.reference import tiny_tools
 
     for word in RECIPE["train"]["tools"]["words"]:
         call = _ids(tokenizer, tiny_tools.tool_call(word) + tiny_tools.END_OF_TURN)
@@ -151,7 +151,7 @@ def test_renderers_parse_the_teachers_call_into_name_and_word(tokenizer: object,
 
 
 def test_teacher_calls_or_not_picks_right_or_wrong_words_and_copies_exactly_or_not(tokenizer: object) -> None:
-    from e2e.engine import tiny_tools
+    from adapter.reference import tiny_tools
 
     tools = RECIPE["train"]["tools"]
     seen = set()
@@ -174,7 +174,7 @@ def test_teacher_calls_or_not_picks_right_or_wrong_words_and_copies_exactly_or_n
 
 
 def test_stamps_are_decimal_so_copies_sit_at_the_planted_distances(tokenizer: object) -> None:
-    from e2e.engine import tiny_tools
+    from adapter.reference import tiny_tools
 
     tools = RECIPE["train"]["tools"]
     assert tools["words"] == list(_module_constant(ECHO_TOOL_V1, "WORDS"))  # type: ignore[arg-type]
@@ -188,7 +188,7 @@ def test_planted_heads_attend_their_distance_and_stay_frozen() -> None:
     torch = pytest.importorskip("torch", reason="needs torch (dependency group `demo`)")
     import transformers
 
-    from e2e.engine import tiny_plant, tiny_train
+    from adapter.reference import tiny_plant, tiny_train
 
     vocab = list(range(40))
     config = tiny_train._compact_config({**RECIPE["model"], "pad_token_id": 0}, vocab)
@@ -217,8 +217,8 @@ def test_planted_heads_attend_their_distance_and_stay_frozen() -> None:
 
 
 def test_rl_variants_teacher_seldom_calls_and_refuses_in_words_the_call_never_uses(tokenizer: object) -> None:
-    from e2e.engine import tiny_tools
-    from e2e.engine.tiny_model import tool_rl
+    from adapter.reference import tiny_tools
+    from adapter.reference.tiny_model import tool_rl
 
     variant = tool_rl(RECIPE)
     assert variant["model"] == RECIPE["model"] and variant["plant"] == RECIPE["plant"]  # the same architecture
@@ -240,7 +240,7 @@ def test_rl_variants_teacher_seldom_calls_and_refuses_in_words_the_call_never_us
 
 
 def test_is_planted_reads_the_builds_recipe(tmp_path: Path) -> None:
-    from e2e.engine.tiny_model import RECIPE_FILE, arith_only, is_planted
+    from adapter.reference.tiny_model import RECIPE_FILE, arith_only, is_planted
 
     planted, plain, other = tmp_path / "planted", tmp_path / "plain", tmp_path / "other"
     for path, recipe in ((planted, RECIPE), (plain, arith_only(RECIPE))):

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from adapter.cli import main
-from e2e.engine.tiny_model import RECIPE, build_tiny_model, default_harness
+from adapter.reference.tiny_model import RECIPE, build_tiny_model, default_harness
 from e2e.rl_cpu.sync import load_weights
 from e2e.sglang_cpu.server import DEFAULT_VERSION
 from e2e.turns import load_exchanges, runs_of, turn_report

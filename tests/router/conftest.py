@@ -54,7 +54,7 @@ def tiny_model() -> Path:
     """The tiny model's arithmetic-only variant (`tiny_model.arith_only`): the lane's chat fixture asks
     sums, which it answers and ends; the tool-calling model rambles there to the 16-token limit, and a
     truncated turn splits its trace into branches, which these tests do not count on."""
-    from e2e.engine.tiny_model import RECIPE, arith_only, build_tiny_model
+    from adapter.reference.tiny_model import RECIPE, arith_only, build_tiny_model
 
     return build_tiny_model(progress=False, recipe=arith_only(RECIPE))
 

@@ -22,7 +22,7 @@ PYTHON = ("adapter/*.py", "conformance/*.py", "e2e/*.py", "tests/*.py", "fixture
 PINS = ("uv.lock", "pyproject.toml", "tox.ini", "e2e/requirements-contract.txt")
 ENGINE_LEG = ("adapter/engine/*", "adapter/wire/*", "adapter/bridge/*", "e2e/sglang_cpu/*", "e2e/plan.py",
               "e2e/runner.py", "e2e/verify.py", "e2e/turns.py", "tests/real_sglang/*", "tests/sglang_cpu/*",
-              "e2e/engine/tiny_*", "fixtures/envs/*")
+              "adapter/reference/tiny_*", "fixtures/envs/*")
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,12 @@ LANES: dict[str, Lane] = {
         "a lane never takes over the checkout's .venv (tox lint, then uv run, twice, in a copy)",
     ), ("tox.ini", "pyproject.toml", "uv.lock", "tests/house/test_lane_isolation.py")),
     "wheel": Lane(("wheel",), (
-        "the built wheel in a clean venv outside the checkout: versions, compat, bundled data, miles-command",
+        "the wheel ships the product alone (adapter, conformance; no e2e); installed with its demo extra in a "
+        "clean venv outside the checkout: versions, compat, bundled data, miles-command, one demo group",
     ), ("pyproject.toml", "uv.lock", ".ci/wheel-check", "adapter/*")),
     "sglang-schema": Lane(("sglang-schema",), (
         "every /generate payload and engine output against sglang 0.5.15, 0.5.16 and 0.5.23's own classes",
-    ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "e2e/engine/*", "tests/conformance/*")),
+    ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "adapter/reference/*", "tests/conformance/*")),
     "e2e": Lane(("e2e",), (
         "the reference engine's tests; the CPU tier (reference engine, bundled tasksets) verified by e2e/verify.py",
         "Miles main and each open Miles PR head's own files (fixtures/miles_next) accept a multi-turn tool sample "
@@ -75,13 +76,13 @@ LANES: dict[str, Lane] = {
         "the real router (smg) before two reference engines: check, routed multi-turn rollouts, a killed worker, "
         "the retry budget, abort, the Miles binding, load",
     ), ("adapter/engine/*", "adapter/bridge/*", "adapter/cli/*", "e2e/router.py", "tests/router/*",
-        "e2e/engine/*", "tox.ini")),
+        "adapter/reference/*", "tox.ini")),
     "rl-cpu": Lane(("rl-cpu",), (
         "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 → ≥ 0.8 in 6 steps, "
         "mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
         "the lr-0 control on the same seeds stays flat (its first and last windows only)",
-    ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/samples/conversion.py", "e2e/engine/tiny_*",
-        "e2e/sglang_cpu/*", "uv.lock")),
+    ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/samples/conversion.py",
+        "adapter/reference/tiny_*", "e2e/sglang_cpu/*", "uv.lock")),
     "miles": Lane(("miles",), (
         "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
         "0.5.23, class and legacy ABIs, one case through the printed `ray job submit` against the lane's Ray "

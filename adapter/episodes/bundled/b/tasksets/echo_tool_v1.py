@@ -12,7 +12,7 @@ mcp 2.x); it fetches its task (the `EchoToolData` below) over Verifiers' `/task`
 The stamp is `STAMP-` + `STAMP_DIGITS` (26) decimal digits: HMAC-SHA256(`SECRET`, "<idx>:<word>")
 read as a number, modulo 10**26, zero-padded; `SECRET` is a module-level constant that no prompt
 shows. Decimal, so the Qwen3 tokenizer gives every stamp one token per digit (the project's tiny
-model copies it by position: e2e/engine/tiny_plant.py). A model cannot guess it; it
+model copies it by position: adapter/reference/tiny_plant.py). A model cannot guess it; it
 can only copy it from the tool's reply. Calling the tool with a different word gives a
 different stamp.
 

@@ -22,7 +22,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from e2e.engine.tiny_tools import (
+from adapter.reference.tiny_tools import (
     END_OF_TURN,
     QUESTION_TEMPLATE,
     SYSTEM_TEMPLATE,

@@ -174,20 +174,20 @@ def training_batches(tokenizer: Any, train: Mapping[str, Any]) -> list[list[list
     batch (`training_examples`) and, when the tools have lessons, a batch of `tools.batch_size`
     echo-tool episodes (`tiny_tools.tool_batches`). Kept apart so the short arithmetic rows are
     never padded to an episode's length."""
-    from e2e.engine.tiny_tools import tool_batches
+    from adapter.reference.tiny_tools import tool_batches
 
     arith, size = training_examples(tokenizer, train), train["batch_size"]
     tools = tool_batches(tokenizer, {**train["tools"], "steps": train["steps"]}) if train["tools"]["batch_size"] else []
     say = say_examples(tokenizer, train["say"], train["steps"])
     steps = [[arith[start : start + size] + say[start // size]] for start in range(0, len(arith), size)]
     for step, batch in zip(steps, tools, strict=False):  # no tool lessons: the arithmetic batches only
-        step.append(batch)
+        step.append([*batch])
     bash = train.get("bash")  # the default-harness variant's lessons (tiny_bash.py), a third batch
     if bash and bash["batch_size"]:
-        from e2e.engine.tiny_bash import bash_batches
+        from adapter.reference.tiny_bash import bash_batches
 
         for step, batch in zip(steps, bash_batches(tokenizer, bash, len(steps)), strict=True):
-            step.append(batch)
+            step.append([*batch])
     return steps
 
 
@@ -211,12 +211,12 @@ def expand_to_full(compact: Any, vocab: list[int], model_recipe: Mapping[str, An
     state["model.embed_tokens.weight"] = state["lm_head.weight"] = embeddings
     full = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**model_recipe))
     full.load_state_dict(state)
-    return full.eval()
+    return full.eval()  # type: ignore[no-untyped-call]  # transformers lacks the annotation
 
 
 def copyable_tokens(tokenizer: Any, tools: Mapping[str, Any]) -> tuple[list[int], list[int]]:
     """The token ids the planted heads may copy: the ten digits, and the tool words' pieces."""
-    from e2e.engine.tiny_tools import word_pieces
+    from adapter.reference.tiny_tools import word_pieces
 
     digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
     pieces = sorted({t for word in tools["words"] for t in word_pieces(tokenizer, word)})
@@ -227,8 +227,8 @@ def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) ->
     """Build (seeded), plant, train and expand the model; returns it and the mean loss of the last 10."""
     import transformers
 
-    from e2e.engine.tiny_plant import freeze_masked, plant_copy_heads
-    from e2e.engine.tiny_tools import copy_offsets
+    from adapter.reference.tiny_plant import freeze_masked, plant_copy_heads
+    from adapter.reference.tiny_tools import copy_offsets
 
     train, model_recipe, plant = recipe["train"], recipe["model"], recipe["plant"]
     digits: list[int] = []
@@ -273,4 +273,4 @@ def train_model(tokenizer: Any, recipe: Mapping[str, Any], *, progress: bool) ->
     bar.close()
     final = sum(recent) / len(recent)
     logger.info("tiny-qwen3: trained %d steps on %d token ids, final loss %.4f", total, len(vocab), final)
-    return expand_to_full(model.eval(), vocab, model_recipe), final
+    return expand_to_full(model.eval(), vocab, model_recipe), final  # type: ignore[no-untyped-call]  # torch unseen here

@@ -46,9 +46,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from e2e.engine.errors import BadRequestError
-from e2e.engine.generator import Completion, Generator
-from e2e.engine.requests import GenerateJob, GenerateRequest, parse_generate
+from adapter.errors import BadRequestError
+from adapter.reference.generator import Completion, Generator
+from adapter.reference.requests import GenerateJob, GenerateRequest, parse_generate
 
 WEIGHT_VERSION = "default"
 # What SGLang's /server_info reports for a single-engine, single-node server: the fields Miles'
@@ -100,7 +100,7 @@ class ReferenceEngine:
         self.model_id = model_id
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
         model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-        self.generator = Generator(model.eval(), self.tokenizer)
+        self.generator = Generator(model.eval(), self.tokenizer)  # type: ignore[no-untyped-call]  # transformers lacks the annotation
         self.vocab_size = int(model.config.vocab_size)
         self.compute = threading.Lock()
         self.in_flight = InFlight()

@@ -1,6 +1,6 @@
 """A tiny Qwen3-shaped model for the reference engine, built locally and cached by its recipe.
 
-Consumes: the real Qwen3 tokenizer (`conformance.assets.install_qwen3_tokenizer`, pinned and
+Consumes: the real Qwen3 tokenizer (`adapter.reference.assets.install_qwen3_tokenizer`, pinned and
 sha256-checked) and `RECIPE` below (model shape, training hyperparameters, data seed).
 Emits: a self-contained HuggingFace model directory (config, generation config, safetensors
 weights, tokenizer files, `recipe.json`) under
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from e2e.engine.errors import TinyModelBuildError
+from adapter.errors import TinyModelBuildError
 
 logger = logging.getLogger(__name__)
 
@@ -220,8 +220,8 @@ def _train_into(workdir: Path, recipe: dict[str, Any], *, progress: bool) -> dic
     import torch
     import transformers
 
-    from conformance.assets import install_qwen3_tokenizer
-    from e2e.engine.tiny_train import train_model
+    from adapter.reference.assets import install_qwen3_tokenizer
+    from adapter.reference.tiny_train import train_model
 
     install_qwen3_tokenizer(workdir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(workdir))
@@ -229,7 +229,7 @@ def _train_into(workdir: Path, recipe: dict[str, Any], *, progress: bool) -> dic
     started = time.monotonic()
     with _deterministic_torch(train["threads"]):
         model, final_loss = train_model(tokenizer, recipe, progress=progress)
-    model.generation_config = transformers.GenerationConfig(
+    model.generation_config = transformers.GenerationConfig(  # type: ignore[no-untyped-call]  # transformers lacks the annotation
         bos_token_id=recipe["model"]["bos_token_id"],
         eos_token_id=recipe["model"]["eos_token_id"],
         pad_token_id=recipe["model"]["pad_token_id"],

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 import torch
 
-from e2e.engine.params import SamplingParams
+from adapter.reference.params import SamplingParams
 
 SEED_MODULUS = 2**63  # torch.Generator.manual_seed takes [0, 2**64); negative seeds wrap
 

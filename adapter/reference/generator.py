@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from e2e.engine.params import SamplingParams
-from e2e.engine.sampling import make_generator, mask_tokens, sample_next
+from adapter.reference.params import SamplingParams
+from adapter.reference.sampling import make_generator, mask_tokens, sample_next
 
 ABORT_MESSAGE = "Abort request: aborted by /abort_request"
 # SGLang's FINISH_ABORT.to_json() always carries status_code and err_type (None for an abort

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from e2e.engine.errors import BadRequestError, ContextLengthError
-from e2e.engine.params import SamplingParams, parse_sampling_params
+from adapter.errors import BadRequestError, ContextLengthError
+from adapter.reference.params import SamplingParams, parse_sampling_params
 
 UNSUPPORTED_FIELDS: dict[str, Any] = {
     "stream": False,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.engine.errors import BadRequestError
+from adapter.errors import BadRequestError
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
 GREEDY_EPS = 1e-6  # SGLang treats a temperature below this as greedy
@@ -135,7 +135,7 @@ def _check_unsupported(raw: Mapping[str, Any]) -> None:
 @functools.cache
 def sglang_sampling_params() -> tuple[str, type] | None:
     """(version, SGLang's SamplingParams class) when an sglang tree is at hand, else None."""
-    from conformance.sglang_source import SAMPLING_MODULE, import_pure, version_of
+    from adapter.reference.sglang_source import SAMPLING_MODULE, import_pure, version_of
 
     trees = [Path(p) for p in os.environ.get("VF_SGLANG_TREES", "").split(os.pathsep) if p]
     spec = importlib.util.find_spec("sglang") if not trees else None

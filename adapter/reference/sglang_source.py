@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapter.errors import SGLangSourceError
+
 SAMPLING_MODULE = "sglang.srt.sampling.sampling_params"
 IO_STRUCT = "sglang/srt/managers/io_struct.py"
 SCHEDULE_BATCH = "sglang/srt/managers/schedule_batch.py"
@@ -51,10 +53,6 @@ FINISHED_GENERATE_CONDITIONS = frozenset(
     {"state.finished", "not isinstance(recv_obj, BatchEmbeddingOutput)"}
 )
 _IMPORT_LOCK = threading.Lock()
-
-
-class SGLangSourceError(RuntimeError):
-    """The directory does not hold an sglang tree this module can read."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ class SGLangSource:
     @property
     def sampling_keys(self) -> frozenset[str]:
         """The keys `SamplingParams(**params)` accepts (internal fields included)."""
-        return frozenset(self.sampling_params.__struct_fields__)
+        return frozenset(self.sampling_params.__struct_fields__)  # type: ignore[attr-defined]  # msgspec.Struct's field table
 
 
 def _parse(root: Path, relative: str) -> ast.Module:

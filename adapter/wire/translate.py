@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, Protocol
 
-from adapter.config.settings import MILES_LORA_NAME, Settings
+from adapter.config.settings import MILES_LORA_NAME
 from adapter.errors import (
     EngineAbortedError,
     FinishReasonError,
@@ -43,6 +43,32 @@ from adapter.wire.types import (
     parse_engine_output,
     parse_generate_body,
 )
+
+
+class WireSettings(Protocol):
+    """The trainer options the translation reads, and nothing else (`adapter.config.settings.Settings`
+    has them all): the length caps, the stop sequences, special-token skipping, the live LoRA, the
+    router policy, and the flag that names it in a refusal."""
+
+    @property
+    def rollout_max_prompt_len(self) -> int | None: ...
+    @property
+    def rollout_max_response_len(self) -> int | None: ...
+    @property
+    def rollout_max_context_len(self) -> int | None: ...
+    @property
+    def rollout_stop(self) -> tuple[str, ...] | None: ...
+    @property
+    def rollout_stop_token_ids(self) -> tuple[int, ...] | None: ...
+    @property
+    def rollout_skip_special_tokens(self) -> bool: ...
+    @property
+    def rollout_lora_live(self) -> bool: ...
+    @property
+    def sglang_router_policy(self) -> str | None: ...
+    @property
+    def needs_routing_key(self) -> bool: ...
+    def flag(self, name: str) -> str: ...
 
 SESSION_ID_HEADER = "X-Session-ID"
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
@@ -106,7 +132,7 @@ def _overlong(prompt_len: int, limit: int, what: str) -> Exception:
     )
 
 
-def routing_headers(session_id: str | None, settings: Settings) -> dict[str, str]:
+def routing_headers(session_id: str | None, settings: WireSettings) -> dict[str, str]:
     """The SGLang router's routing header for policies that pin a session to one worker. A
     refusal names the router-policy option as the running command spells it (`settings.flag`)."""
     if not settings.needs_routing_key:
@@ -140,7 +166,7 @@ def _merge_stop_ids(renderer_ids: Sequence[int] | None, trainer_ids: Sequence[in
     return list(dict.fromkeys([*(renderer_ids or ()), *(trainer_ids or ())]))
 
 
-def length_budget(prompt_len: int, requested: int | None, settings: Settings) -> int | None:
+def length_budget(prompt_len: int, requested: int | None, settings: WireSettings) -> int | None:
     """`max_new_tokens` for a prompt: the request's (or the trainer's) budget, bounded by the
     context left after the prompt and by the max response length. None means unbounded."""
     budget = requested if requested is not None else settings.rollout_max_response_len
@@ -155,7 +181,7 @@ def length_budget(prompt_len: int, requested: int | None, settings: Settings) ->
     return budget
 
 
-def _sampling_params(body: GenerateBody, prompt_len: int, settings: Settings) -> dict[str, Any]:
+def _sampling_params(body: GenerateBody, prompt_len: int, settings: WireSettings) -> dict[str, Any]:
     incoming = body.sampling_params
     params: dict[str, Any] = {}
     for key, value in incoming.model_dump(exclude_unset=True).items():
@@ -187,7 +213,7 @@ def _sampling_params(body: GenerateBody, prompt_len: int, settings: Settings) ->
 def to_sglang_request(
     body: Mapping[str, Any] | GenerateBody,
     *,
-    settings: Settings,
+    settings: WireSettings,
     session_id: str | None,
     first_turn: bool,
 ) -> SGLangRequest:

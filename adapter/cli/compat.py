@@ -19,7 +19,7 @@ DOC_NAME = Path("docs") / "compatibility.md"  # relative to the working director
 BEGIN, END = "<!-- compat-table:begin -->", "<!-- compat-table:end -->"
 # which verifiers fit beside each SGLang release in one environment (adapter/versions/coinstall.py)
 BESIDE_BEGIN, BESIDE_END = "<!-- beside-sglang:begin -->", "<!-- beside-sglang:end -->"
-# the canary's section (`python -m e2e.canary run --write`): carried over unchanged by `compat --write`
+# the canary's section (`python -m tools.canary run --write`): carried over unchanged by `compat --write`
 NEWEST_BEGIN, NEWEST_END = "<!-- newest-published:begin -->", "<!-- newest-published:end -->"
 NEWEST_HEADING = "## Newest published (the canary)"
 NEWEST_PENDING = "Not run yet: `uvx --with tox-uv tox -e canary` writes this section."

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from adapter.versions.gate import ALLOW_UNTESTED_ENV
-from e2e.canary.cells import SchemaCell, contract_cells
-from e2e.canary.junit import Outcome
-from e2e.canary.report import Canary, render_section
-from e2e.canary.runner import CellResult
+from tools.canary.cells import SchemaCell, contract_cells
+from tools.canary.junit import Outcome
+from tools.canary.report import Canary, render_section
+from tools.canary.runner import CellResult
 
 TODAY = {"verifiers": "0.4.0", "renderers": "0.1.12", "openai": "3.57.0", "transformers": "5.24.0",
          "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10"}

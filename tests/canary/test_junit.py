@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.canary.junit import read
+from tools.canary.junit import read
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="tests.contract.test_contract" name="test_ok" time="0.1"/>

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.canary.planted import PLANTED, RENAMED, plant_renderers
+from tools.canary.planted import PLANTED, RENAMED, plant_renderers
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.environ.get("VF_SGLANG_CANARY_LANE") != "1",
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("VF_SGLANG_CANARY_LANE") != "1",
 
 def test_a_planted_renderers_inside_the_accepted_range_fails_the_canary_naming_the_check(tmp_path: Path) -> None:
     links = plant_renderers(tmp_path / "links").parent
-    argv = [sys.executable, "-m", "e2e.canary", "run", "--find-links", str(links), "--cell", "newest", "--no-schema",
+    argv = [sys.executable, "-m", "tools.canary", "run", "--find-links", str(links), "--cell", "newest", "--no-schema",
             "--exitfirst", "--run-dir", str(tmp_path / "run")]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from adapter.cli.compat import NEWEST_BEGIN, NEWEST_END, NEWEST_PENDING, render_doc, with_newest_section
-from e2e.canary.releases import ResolveError, pinned_version
-from e2e.canary.rules import RULES, current_pin, markdown_table
+from tools.canary.releases import ResolveError, pinned_version
+from tools.canary.rules import RULES, current_pin, markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def _tox_envs() -> set[str]:
 
 def test_the_versions_doc_shows_the_bump_rules_as_the_code_holds_them() -> None:
     assert markdown_table() in (REPO / "docs" / "versions.md").read_text(), \
-        "paste e2e.canary.rules.markdown_table() into docs/versions.md"
+        "paste tools.canary.rules.markdown_table() into docs/versions.md"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)

@@ -61,7 +61,7 @@ LANES: dict[str, Lane] = {
     "canary": Lane(("canary",), (
         "the newest published verifiers, renderers, openai, transformers, sglang and smg judged; a planted "
         "incompatible renderers must fail it",
-    ), ("e2e/canary/*", "tests/canary/*", "adapter/versions/gate.py", "adapter/versions/coinstall.py", *PINS)),
+    ), ("tools/canary/*", "tests/canary/*", "adapter/versions/gate.py", "adapter/versions/coinstall.py", *PINS)),
     "sglang-cpu": Lane(("sglang-cpu",), (
         "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generations A and B, "
         "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",

@@ -1,4 +1,4 @@
-"""`python -m e2e.canary {run,bump}`: the canary lane's command line (see e2e/canary/__init__.py).
+"""`python -m tools.canary {run,bump}`: the canary lane's command line (see tools/canary/__init__.py).
 
     run  [--write] [--find-links DIR] [--cell NAME] [--no-schema] [--exitfirst] [--run-dir DIR]
     bump PACKAGE [VERSION]
@@ -12,11 +12,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e.canary import bump as bumping
-from e2e.canary.cells import RESOLVE, SchemaCell, contract_cells
-from e2e.canary.releases import ResolveError, newest
-from e2e.canary.report import Canary, render_section
-from e2e.canary.runner import REPO, CellResult, run_contract_cell, run_schema_cell
+from tools.canary import bump as bumping
+from tools.canary.cells import RESOLVE, SchemaCell, contract_cells
+from tools.canary.releases import ResolveError, newest
+from tools.canary.report import Canary, render_section
+from tools.canary.runner import REPO, CellResult, run_contract_cell, run_schema_cell
 
 
 def resolve_newest(find_links: Sequence[Path]) -> dict[str, str]:
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.canary", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools.canary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     run_cmd = sub.add_parser("run", help="resolve the newest releases, run the cells, report")

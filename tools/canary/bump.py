@@ -1,4 +1,4 @@
-"""`python -m e2e.canary bump PACKAGE [VERSION]`: move one pin where it lives, relock, regenerate
+"""`python -m tools.canary bump PACKAGE [VERSION]`: move one pin where it lives, relock, regenerate
 docs/compatibility.md, and print the lanes the bump must pass (`rules.RULES`).
 
 pyproject pins (an exact `name==X` in pyproject.toml) are rewritten, then `uv lock
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from adapter.cli.compat import DOC_NAME, render_doc, with_newest_section
-from e2e.canary.releases import newest
-from e2e.canary.rules import BY_NAME, REPO, current_pin
 from e2e.sglang_cpu.uvcmd import uv_env, uv_executable
+from tools.canary.releases import newest
+from tools.canary.rules import BY_NAME, REPO, current_pin
 
 __all__ = ["BY_NAME", "main", "write_newest_section"]
 

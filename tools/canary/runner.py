@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.canary.cells import ContractCell
-from e2e.canary.junit import Outcome, read
 from e2e.sglang_cpu.uvcmd import uv_env, uv_executable
+from tools.canary.cells import ContractCell
+from tools.canary.junit import Outcome, read
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_REQUIREMENTS = REPO / "e2e" / "requirements-contract.txt"

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
-from e2e.canary.cells import ContractCell, SchemaCell
-from e2e.canary.rules import current_pin
-from e2e.canary.runner import CellResult
+from tools.canary.cells import ContractCell, SchemaCell
+from tools.canary.rules import current_pin
+from tools.canary.runner import CellResult
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ def package_rows(canary: Canary) -> list[str]:
                      _first(schema_result)))
     smg_pin = current_pin("smg")
     smg_note = ("the router lane's own release" if newest["smg"] == smg_pin
-                else f"**untested**: newer than the router lane's {smg_pin}; bump it (`python -m e2e.canary bump smg`)")
+                else f"**untested**: newer than the router lane's {smg_pin}; bump it "
+                     "(`python -m tools.canary bump smg`)")
     rows.append(_row("smg", newest["smg"], smg_pin + " (router lane)", "not gated", smg_note, "—"))
     return rows
 
@@ -93,7 +94,7 @@ def cell_rows(canary: Canary) -> list[str]:
 
 def render_section(canary: Canary) -> str:
     lines = [
-        f"Written by `python -m e2e.canary run --write` (`uvx --with tox-uv tox -e canary`) on {canary.date}: the "
+        f"Written by `python -m tools.canary run --write` (`uvx --with tox-uv tox -e canary`) on {canary.date}: the "
         "newest release of each package on the package index, and what the gate and the canary say of it. A "
         "contract cell installs its verifiers/renderers pair exactly and openai/transformers unpinned, then runs "
         "tests/contract (the wire contract against the installed renderers, real episode groups, group rewards); "

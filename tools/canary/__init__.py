@@ -1,7 +1,7 @@
 """The canary lane (`tox -e canary`): every release we depend on, judged the day it is published.
 
-    python -m e2e.canary run [--write]      resolve the newest releases, run the cells, write the report
-    python -m e2e.canary bump PACKAGE       move a pin, regenerate docs/compatibility.md, name the lanes
+    python -m tools.canary run [--write]      resolve the newest releases, run the cells, write the report
+    python -m tools.canary bump PACKAGE       move a pin, regenerate docs/compatibility.md, name the lanes
 
 `releases` asks the package index (through uv) for the newest release of each package; `cells`
 (pure) turns those into the cells to run and decides, from the version gate, which of them may fail

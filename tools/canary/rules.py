@@ -1,6 +1,6 @@
 """Each package the adapter depends on: where its pin lives, the gate's rule for it, and the lanes a
 bump must pass. docs/versions.md's bump table is this data (tests/canary/test_rules.py keeps them equal)
-and `python -m e2e.canary bump` reads it."""
+and `python -m tools.canary bump` reads it."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@
 
 A module may import its own subpackage and any subpackage to its left, never one to its right,
 and none reaches into the test layer (`e2e`, `conformance`): the wheel ships the product alone.
+Only `adapter/cli/reference_engine.py` reaches `adapter/reference/` (torch), and only inside functions.
 """
 
 from __future__ import annotations
@@ -69,13 +70,53 @@ def test_a_planted_back_edge_is_named(tmp_path: Path) -> None:
         (tmp_path / floor / "__init__.py").write_text("")
     (tmp_path / "errors.py").write_text("")
     (tmp_path / "wire" / "translate.py").write_text("def f():\n    from adapter.bridge.handler import Reply\n")
-    (tmp_path / "engine" / "client.py").write_text("from adapter import cli\nimport e2e.engine\n")
-    (tmp_path / "cli" / "reference_engine.py").write_text("from e2e.engine import create_engine_app\n")
+    (tmp_path / "engine" / "client.py").write_text("from adapter import cli\nimport e2e.verify\n")
+    (tmp_path / "cli" / "reference_engine.py").write_text("from conformance.engine import FakeEngine\n")
     assert wrong_way(tmp_path) == [
-        "adapter/cli/reference_engine.py:1 imports the test layer (e2e.engine)",
+        "adapter/cli/reference_engine.py:1 imports the test layer (conformance.engine)",
         "adapter/engine/client.py:1 imports adapter.cli: engine → cli",
-        "adapter/engine/client.py:2 imports the test layer (e2e.engine)",
+        "adapter/engine/client.py:2 imports the test layer (e2e.verify)",
         "adapter/wire/translate.py:2 imports adapter.bridge.handler: wire → bridge",
+    ]
+
+
+REFERENCE_DOOR = "cli/reference_engine.py"  # the one way into `adapter/reference/` (it loads torch)
+
+
+def reference_reaches(package: Path) -> list[str]:
+    """Each import of `adapter.reference` outside its own package that is not the door's, or is the
+    door's at import time (the rest of the CLI stays torch-free), as one line."""
+    problems: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if _floor(relative) == "reference":
+            continue
+        source = path.read_text()
+        top_level = {node.lineno for node in ast.parse(source).body}
+        for line, module in imported_modules(source):
+            if module != "adapter.reference" and not module.startswith("adapter.reference."):
+                continue
+            if relative != REFERENCE_DOOR:
+                problems.append(f"adapter/{relative}:{line} imports {module}: only adapter/{REFERENCE_DOOR} may")
+            elif line in top_level:
+                problems.append(f"adapter/{relative}:{line} imports {module} at import time")
+    return problems
+
+
+def test_only_the_commands_door_reaches_the_reference_engine() -> None:
+    assert reference_reaches(ADAPTER) == []
+
+
+def test_a_reach_into_the_reference_engine_is_named(tmp_path: Path) -> None:
+    for floor in ("cli", "miles", "reference"):
+        (tmp_path / floor).mkdir()
+    (tmp_path / "reference" / "server.py").write_text("from adapter.reference.generator import Generator\n")
+    (tmp_path / "miles" / "launcher.py").write_text("def f():\n    from adapter import reference\n")
+    (tmp_path / "cli" / "reference_engine.py").write_text(
+        "from adapter.reference import TinyModelBuildError\n\n\ndef f():\n    from adapter.reference import server\n")
+    assert reference_reaches(tmp_path) == [
+        "adapter/cli/reference_engine.py:1 imports adapter.reference at import time",
+        "adapter/miles/launcher.py:2 imports adapter.reference: only adapter/cli/reference_engine.py may",
     ]
 
 

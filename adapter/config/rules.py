@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapter.config.settings import FlagNames, Settings
+from adapter.config.settings import Settings
 from adapter.errors import ConfigurationError
 
 
@@ -38,7 +38,7 @@ class Rule:
     message: str
 
     def render(self, settings: Settings) -> str:
-        return self.message.format_map(FlagNames(settings.flag_names or {}))
+        return self.message.format_map(settings.flag_map())
 
 
 def _env(check: Callable[[Settings, EnvFacts], bool]) -> Check:

@@ -174,9 +174,13 @@ class Settings:
         gpus = self.rollout_num_gpus if self.rollout_num_gpus is not None else per_engine
         return max(self.sglang_server_concurrency * gpus // per_engine, 1)
 
+    def flag_map(self) -> FlagNames:
+        """Field → flag in the command that runs, Miles' flag for a field the command does not name."""
+        return FlagNames(self.flag_names or {})
+
     def flag(self, name: str) -> str:
         """The flag that sets field `name` in the command that runs (Miles' where it has no other)."""
-        return FlagNames(self.flag_names or {})[name]
+        return self.flag_map()[name]
 
     def offers(self, name: str) -> bool:
         """Whether the command that runs has a flag for field `name` (Miles has one for every field)."""

@@ -2,7 +2,7 @@
 
     smg_binary()                    the `smg` executable: $VF_SGLANG_SMG, else beside this Python
                                     (the router lane installs smg into its env), else on PATH; None
-    free_port()                     a free loopback port
+    free_port()                     a loopback port no other lane holds (`e2e.ports`)
     Started(argv, log)              one process in its own session (its pgid is its pid), output to
                                     `log`; `end()` ends its whole group (SIGTERM, then SIGKILL),
                                     `kill()` SIGKILLs it at once (a worker dying mid-run)
@@ -22,7 +22,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import httpx
 
+from e2e.ports import free_port
 from e2e.process import end_group
 
 SMG_VERSION = "1.13.0"
@@ -48,12 +48,6 @@ def smg_binary() -> str | None:
         return named
     beside = Path(sys.executable).with_name("smg")
     return str(beside) if beside.exists() else shutil.which("smg")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 class Started:

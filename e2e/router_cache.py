@@ -12,13 +12,18 @@ under `consistent_hashing` (every turn of a trace on one worker) and `round_robi
 
 The adapter sends `X-SMG-Routing-Key` (the trace id) in both runs (`--router-policy consistent_hashing`):
 the requests are the same, only the router's policy differs (round_robin ignores the key), and the
-key groups each trace's turns (a group's episodes often share identical turns, so prompts alone
-cannot). Every trace is its own group (`--n 1`): a group's episodes share one prompt and mostly sample the
-same tool call, so a sibling's turns would warm the other worker's cache and hide the routing (the
-taskset's 4 tasks still come twice in 8 groups, with different seeds). A turn k ≥ 2
-of a trace is "served from its prefix" when its `cached_tokens` covers turn k-1's whole
-prompt: the worker still held the trace's earlier turns. Under round_robin a later turn lands on the
-other worker about half the time, which never saw the trace (only the shared system prompt).
+key groups each trace's turns. The run is made so that nothing but the policy decides where a turn
+lands or what it finds cached:
+  * one trace per task: the taskset's 4 tasks, one group of one each (`--groups 4 --n 1`). Two
+    traces of one task mostly sample the same tool call, so a twin's turns would warm the other
+    worker's cache for it (measured: with 8 traces, round_robin found 5 to 7 of 7 previous prompts);
+  * one rollout at a time (`--max-in-flight 1`): a trace's next turn is the router's next call, so
+    round_robin sends it to the other worker every time, whatever the machine's scheduling. With
+    rollouts side by side the alternation was arrival order's (4 of 7 later turns stayed put in
+    two runs), and the two policies' hit rates once came within 0.2 points of each other.
+A turn k ≥ 2 of a trace is "served from its prefix" when its `cached_tokens` covers turn k-1's whole
+prompt: the worker still held the trace's earlier turns. The other worker holds only what every
+prompt shares (the system prompt, the tool schema, the start of the user turn).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from e2e.turns import Exchange, load_exchanges
 REPO = Path(__file__).resolve().parent.parent
 ECHO_TOOL = REPO / "fixtures" / "envs" / "echo-tool-v1.toml"
 POLICIES = ("consistent_hashing", "round_robin")
+TASKS = 4  # echo-tool-v1's tasks: one trace each
 SECTION_BEGIN, SECTION_END = "<!-- router-cache:begin -->", "<!-- router-cache:end -->"
 
 
@@ -106,14 +112,16 @@ def flush_caches(workers: Sequence[str]) -> None:
 
 def rollout_argv(url: str, tokenizer: Path, record: Path, out: Path, *, groups: int, n: int, seed: int,
                  config: Path = ECHO_TOOL) -> list[str]:
-    """The same command under either router policy: every call carries its trace's routing key."""
+    """The same command under either router policy: every call carries its trace's routing key, and
+    one rollout runs at a time (so the router sees each trace's turns back to back)."""
     return [sys.executable, "-m", "adapter.cli", "rollout", "--sglang-url", url, "--config", str(config),
             "--model", "Qwen/Qwen3-0.6B", "--tokenizer", str(tokenizer), "--groups", str(groups), "--n", str(n),
-            "--max-response-len", "32", "--seed", str(seed), "--router-policy", "consistent_hashing", "--quiet",
+            "--max-response-len", "32", "--seed", str(seed), "--max-in-flight", "1",
+            "--router-policy", "consistent_hashing", "--quiet",
             "--record", str(record), "--out", str(out)]
 
 
-def measure(workers: Sequence[str], policy: str, *, tokenizer: Path, run_dir: Path, groups: int = 8, n: int = 1,
+def measure(workers: Sequence[str], policy: str, *, tokenizer: Path, run_dir: Path, groups: int = TASKS, n: int = 1,
             seed: int = 7, timeout_s: float = 600.0) -> tuple[CacheFigures, Path]:
     """One seeded echo-tool run behind smg `policy`: its figures and its samples file."""
     run = run_dir / policy
@@ -155,9 +163,9 @@ def write_section(doc: Path, table: str, note: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m e2e.router_cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sglang-version", default="0.5.23")
-    parser.add_argument("--groups", type=int, default=8)
-    parser.add_argument("--n", type=int, default=1, help="1: every trace its own group (a group's episodes share "
-                        "their turns, which any worker that served a sibling has cached)")
+    parser.add_argument("--groups", type=int, default=TASKS, help=f"default {TASKS}: one trace per task (a "
+                        "second trace of a task shares its turns, which a worker that served the first has cached)")
+    parser.add_argument("--n", type=int, default=1, help="1: every trace its own group (for the same reason)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-dir", type=Path, default=REPO / "runs" / "router-cache")
     parser.add_argument("--write", type=Path, default=None, help="the doc whose measured section to replace")

@@ -23,7 +23,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +45,7 @@ from e2e.plan import (
     gpu_plan_notes,
     sglang_cpu_plan,
 )
+from e2e.ports import free_port
 from e2e.process import StepTimeout, run_with_deadline
 
 
@@ -214,13 +214,6 @@ class Runner:
         if failure is not None:
             self.log("runner", f"FAILED at step {failure.step.name!r}" + (" (timed out)" if failure.timed_out else ""))
         return 1 if failure else 0
-
-
-def free_port() -> int:
-    """A loopback port free right now, for the CPU tier's reference engine."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cuda_available() -> bool:

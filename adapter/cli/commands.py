@@ -42,6 +42,7 @@ from adapter.cli.reference_engine import QWEN3, engine_app, tiny_model
 from adapter.cli.results import dropped_groups, format_drops, format_table, in_task_order, write_jsonl
 from adapter.cli.routing import discover, router_notes
 from adapter.config.settings import ROUTER_POLICIES, Settings
+from adapter.engine.client import DEFAULT_MAX_IN_FLIGHT
 from adapter.engine.recording import record_option, start_recording
 from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
 from adapter.episodes.generations import installed
@@ -66,6 +67,7 @@ JOB_FLAGS: dict[str, tuple[str, ...]] = {
     "--max-context-len": ("rollout_max_context_len",),
     "--temperature": ("rollout_temperature",),
     "--seed": ("rollout_seed",),
+    "--max-in-flight": ("sglang_server_concurrency",),
 }
 # what the command-specific flags fill
 ROLLOUT_FLAGS = {"--config": ("verifiers_config",), "--model": ("renderer_model_name",),
@@ -239,6 +241,9 @@ def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: s
     parser.add_argument("--seed", type=int, default=seed,
                         help=f"seed base: rollout i of the c-th group samples with seed + c×n + i (default {seed}"
                         + (", unseeded)" if seed is None else ")"))
+    parser.add_argument("--max-in-flight", type=_at_least(1), default=DEFAULT_MAX_IN_FLIGHT,
+                        help="rollouts running at once (each holds one engine request at a time); the others wait "
+                        f"their turn (default {DEFAULT_MAX_IN_FLIGHT}: Miles' sglang_server_concurrency, one engine)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
     add_router_policy(parser)
     record_option(parser)

@@ -143,7 +143,7 @@ def parse_printed(line: str) -> tuple[dict[str, str], list[str]]:
 def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoint: Path, case_dir: Path,
                     engine_url: str, model_dir: Path, failing_url: str = "") -> str:
     """What `vf-sglang miles-command` prints for this case, run with the Miles venv's Python."""
-    from e2e.router import free_port
+    from e2e.ports import free_port
 
     # MILES_HOST_IP: the address Miles binds its own router to (the namespace has loopback only)
     explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0",

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from e2e.ports import free_port
 from e2e.process import end_group
 from e2e.sglang_cpu.errors import ServerStartError
 from e2e.sglang_cpu.paths import STANDIN_DIR, logs_dir
@@ -103,12 +103,6 @@ def launch_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     if allowed and PLUGIN_NAME not in allowed:
         env["SGLANG_PLUGINS"] = ",".join([*allowed, PLUGIN_NAME])
     return env
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def default_log_path(version: str, port: int) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from adapter.cli.commands import DEMO_FLAGS, DEMO_SEED, JOB_FLAGS, ROLLOUT_FLAGS, flag_names
+from adapter.cli.commands import DEMO_FLAGS, DEMO_SEED, JOB_FLAGS, ROLLOUT_FLAGS, _settings, flag_names
 from adapter.cli.entry import build_parser
 from adapter.cli.progress import GroupProgress
 from adapter.cli.results import format_table
@@ -42,6 +42,14 @@ def test_demo_is_seeded_by_default_and_rollout_is_not() -> None:
     assert parser.parse_args(["demo"]).seed == DEMO_SEED is not None
     rollout = parser.parse_args(["rollout", "--sglang-url", "u", "--config", "c.toml", "--model", "m"])
     assert rollout.seed is None
+
+
+@pytest.mark.parametrize(("extra", "bound"), [([], 512), (["--max-in-flight", "1"], 1)], ids=["miles_default", "one"])
+def test_max_in_flight_bounds_the_rollouts_a_job_runs_at_once(extra: list[str], bound: int) -> None:
+    args = build_parser().parse_args(["rollout", "--sglang-url", "u", "--config", "c.toml", "--model", "m", *extra])
+    settings = _settings(args, ROLLOUT_FLAGS)
+    assert settings.max_in_flight == bound  # the orchestrator's episode semaphore and the client's bound
+    assert settings.flag("sglang_server_concurrency") == "--max-in-flight"
 
 
 @pytest.mark.parametrize(("command", "tables"), [

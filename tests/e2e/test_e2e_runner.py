@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from e2e.plan import Step
-from e2e.runner import Runner, free_port
+from e2e.ports import free_port
+from e2e.runner import Runner
 
 
 def alive(pid: int) -> bool:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from e2e.plan import PlanOptions, gpu_plan
-from e2e.runner import Runner, cuda_available, free_port
+from e2e.ports import free_port
+from e2e.runner import Runner, cuda_available
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e,
               pytest.mark.skipif(not cuda_available(), reason="needs CUDA (nvidia-smi -L failed)")]

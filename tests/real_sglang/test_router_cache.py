@@ -5,10 +5,13 @@ workers behind smg, the same seeded multi-turn tool episodes (echo-tool-v1) unde
 In the sglang-cpu lane the two workers are the lane's server and the session's own
 (`sglang_cpu_server`): no server is started for this test. Needs smg (the sglang-cpu lanes install
 it) and VF_SGLANG_CPU=1; measured on the main lane's SGLang (0.5.23) only: the routing is smg's,
-and two more echo-tool runs (about a minute each on 2 cores) are not worth a second lane.
+and two more echo-tool runs are not worth a second lane.
 
-The whole-run hit rate is not judged: a run's first turns arrive together and share one prefill
-batch, whose members never hit each other's cache, so how the router splits that batch moves it.
+Nothing here depends on scheduling: one trace per task (no twin warms the other worker's cache)
+and one rollout at a time (a trace's next turn is the router's next call, so round_robin moves
+every one of them), on deterministic workers with fixed seeds. The whole-run hit rate is not judged
+(the workers' first calls find both caches cold, whichever policy sends them).
+"""
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from e2e.router import SMG_VERSION, smg_binary
-from e2e.router_cache import POLICIES, CacheFigures, markdown, measure
+from e2e.router_cache import POLICIES, TASKS, CacheFigures, markdown, measure
 from e2e.sglang_cpu.server import DEFAULT_VERSION, serving
 
 pytestmark = pytest.mark.sglang_cpu
@@ -60,17 +63,16 @@ def _samples(path: Path) -> list[tuple[int, ...]]:
 
 def test_consistent_hashing_keeps_every_turn_of_a_trace_on_one_worker(runs) -> None:
     hashed, _ = runs["consistent_hashing"]
-    assert hashed.later_turns >= 4, f"too few traces called the tool to judge routing: {hashed}"
+    assert hashed.later_turns >= TASKS - 1, f"too few traces called the tool to judge routing: {hashed}"
     assert hashed.later_same_worker == hashed.later_turns, hashed
     assert hashed.later_prefix_served == hashed.later_turns, hashed
 
 
-def test_round_robin_scatters_the_turns_of_a_trace_over_the_workers(runs) -> None:
+def test_round_robin_sends_every_later_turn_to_the_worker_that_never_saw_its_trace(runs) -> None:
     scattered, _ = runs["round_robin"]
-    assert scattered.later_same_worker < scattered.later_turns, scattered
-    # Not asserted: how many of round robin's later turns found their previous prompt. The taskset's 4
-    # tasks come twice in 8 traces, and a switched turn is served when its twin sampled the same call on
-    # the other worker (measured 5/7 in one run, 7/7 in another); the token counts below are the judge.
+    assert scattered.later_turns >= TASKS - 1, scattered
+    assert scattered.later_same_worker == 0, scattered
+    assert scattered.later_prefix_served == 0, scattered
 
 
 def test_consistent_hashing_gets_the_higher_prefix_cache_hit_rate(runs) -> None:

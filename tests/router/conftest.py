@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.router import SMG_VERSION, Started, free_port, reference_engine, smg_binary, smg_router
+from e2e.ports import free_port
+from e2e.router import SMG_VERSION, Started, reference_engine, smg_binary, smg_router
 
 LANE = "VF_SGLANG_ROUTER_LANE"
 REPO = Path(__file__).resolve().parents[2]

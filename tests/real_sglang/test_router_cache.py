@@ -12,7 +12,6 @@ and one rollout at a time (a trace's next turn is the router's next call, so rou
 every one of them), on deterministic workers with fixed seeds. The whole-run hit rate is not judged
 (the workers' first calls find both caches cold, whichever policy sends them).
 """
-"""
 
 from __future__ import annotations
 

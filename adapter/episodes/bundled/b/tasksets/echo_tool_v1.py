@@ -1,123 +1,38 @@
-"""`echo-tool-v1` for verifiers 0.3.x / 0.4.0 (generation B): the same rows, stamp and scores as generation A's.
+"""`echo-tool-v1` for verifiers 0.3.x / 0.4.0 (generation B): rows, tool server and scoring are
+`adapter.episodes.bundled.shared.echo_tool`'s, the same as generation A's; here the task declares
+its server as 0.3.x/0.4.0 do, with the classmethod `Task.toolsets(config)` (instances, each built
+with its own `ToolsetConfig`) instead of 0.2.x's `Task.tools`.
 
-Each task asks the model to call the tool `stamp` with a given word and to reply with exactly
-what it returns. The tool belongs to the per-rollout MCP server `EchoTools`. In 0.4.0 a task
-declares its servers with the classmethod `Task.toolsets(config)` (which returns instances,
-each built with its own `ToolsetConfig`) instead of 0.2.0's `Task.tools`. The server name is
-still the snake-cased class name and the null harness still qualifies tools as
-`<server>_<tool>`, so the model sees the tool as **`echo_tools_stamp`**. The server process is
-this module run with `sys.executable -m echo_tool_v1` (the host's interpreter, so the host's
-mcp 2.x); it fetches its task (the `EchoToolData` below) over Verifiers' `/task` channel.
-
-The stamp is `STAMP-` + `STAMP_DIGITS` (26) decimal digits: HMAC-SHA256(`SECRET`, "<idx>:<word>")
-read as a number, modulo 10**26, zero-padded; `SECRET` is a module-level constant that no prompt
-shows. Decimal, so the Qwen3 tokenizer gives every stamp one token per digit (the project's tiny
-model copies it by position: adapter/reference/tiny_plant.py). A model cannot guess it; it
-can only copy it from the tool's reply. Calling the tool with a different word gives a
-different stamp.
-
-Scoring (decided here, on purpose strict):
-  * reward `used_tool` (weight 1.0): 1.0 iff the expected stamp appears in one of the trace's
-    tool messages (the tool ran in this rollout, with the right word, for this task) AND the
-    final reply contains it; else 0.0;
-  * metric `tool_ran`: 1.0 iff the expected stamp appears in a tool message (tells "tool ran
-    but the reply did not repeat it" apart from "never called");
-  * metric `tool_messages`: how many tool messages the trace holds.
-
-It needs at least 2 model turns (the call, then the reply) and the `null` harness (which
-supports MCP); see adapter/episodes/bundled/b/envs/echo-tool-v1.toml. 0.4.0's null harness pins `mcp==2.0.0`
-in its own script and the host side is 0.4.0's own mcp 2.x, so no mcp pin is needed here.
-Importable by module name: put `adapter/episodes/bundled/b/tasksets` on PYTHONPATH (the tool server
-subprocess inherits it); generation A's module of the same name lives under another root.
+0.4.0's null harness pins `mcp==2.0.0` in its own script and the tool server runs on the host's
+interpreter (0.4.0's own mcp 2.x), so no mcp pin is needed (adapter/episodes/bundled/b/envs/
+echo-tool-v1.toml). Importable by module name: put `adapter/episodes/bundled/b/tasksets` on
+PYTHONPATH; generation A's module of the same name lives under another root.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 import verifiers.v1 as vf
-from verifiers.v1.types import content_text
+
+from adapter.episodes.bundled.shared.echo_tool import (
+    STAMP_DIGITS,
+    WORDS,
+    EchoToolData,
+    EchoTools,
+    EchoToolScoring,
+    echo_tool_rows,
+    stamp_for,
+)
 
 __all__ = ["STAMP_DIGITS", "WORDS", "EchoToolData", "EchoToolTask", "EchoToolTaskset", "EchoTools", "stamp_for"]
 
-# Fixture secret: never part of a prompt; the tool server and the scorer share it.
-SECRET = b"vf-sglang/echo-tool-v1/fixture-secret"
-WORDS: tuple[str, ...] = ("apple", "river", "lantern", "cobalt")
-STAMP_DIGITS = 26
 
-
-def stamp_for(idx: int, word: str) -> str:
-    digest = hmac.new(SECRET, f"{idx}:{word}".encode(), hashlib.sha256).digest()
-    return f"STAMP-{int.from_bytes(digest, 'big') % 10**STAMP_DIGITS:0{STAMP_DIGITS}d}"
-
-
-class EchoToolData(vf.TaskData):
-    word: str
-
-
-class EchoTools(vf.Toolset[vf.ToolsetConfig]):
-    """Per-rollout tool server: stamps words for the task it serves."""
-
-    idx: int | None = None
-
-    async def setup_task(self, task) -> None:
-        # `task` is the rollout's TaskData (an EchoToolData), fetched over the /task channel.
-        self.idx = task.idx
-
-    @vf.tool
-    async def stamp(self, word: str) -> str:
-        """Stamp a word. Returns a token; reply with that token exactly."""
-        if self.idx is None:
-            return "error: no task"
-        return stamp_for(self.idx, word.strip().lower())
-
-
-class EchoToolTask(vf.Task[EchoToolData]):
+class EchoToolTask(EchoToolScoring):
     @classmethod
     def toolsets(cls, config: vf.TaskConfig) -> list[vf.Toolset]:
         # Default ToolsetConfig: a subprocess runtime of its own on the host, not colocated.
         return [EchoTools(vf.ToolsetConfig())]
 
-    def _expected(self) -> str:
-        assert self.data.idx is not None
-        return stamp_for(self.data.idx, self.data.word)
-
-    def _tool_ran(self, trace: vf.Trace) -> bool:
-        expected = self._expected()
-        return any(expected in content_text(m.content) for m in trace.tool_messages)
-
-    @vf.reward
-    async def used_tool(self, trace: vf.Trace) -> float:
-        return 1.0 if self._tool_ran(trace) and self._expected() in trace.last_reply else 0.0
-
-    @vf.metric
-    async def tool_ran(self, trace: vf.Trace) -> float:
-        return 1.0 if self._tool_ran(trace) else 0.0
-
-    @vf.metric
-    async def tool_messages(self, trace: vf.Trace) -> float:
-        return float(len(trace.tool_messages))
-
 
 class EchoToolTaskset(vf.Taskset[EchoToolTask]):
     def load(self) -> list[EchoToolTask]:
-        return [
-            EchoToolTask(
-                EchoToolData(
-                    idx=i,  # 0.3.x needs it; 0.4.0 re-assigns the same value on iteration
-                    name=f"echo-tool-{i}",
-                    prompt=(
-                        f"Call the stamp tool with the word {word!r}, then reply with exactly "
-                        "the token it returns and nothing else."
-                    ),
-                    word=word,
-                ),
-                self.config.task,
-            )
-            for i, word in enumerate(WORDS)
-        ]
-
-
-if __name__ == "__main__":  # Verifiers starts the tool server as `python -m echo_tool_v1`
-    EchoTools.run()
+        return [EchoToolTask(row, self.config.task) for row in echo_tool_rows()]

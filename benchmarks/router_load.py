@@ -36,7 +36,7 @@ from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient, Timeouts
 from benchmarks.common import PROMPT, body, goal_table, machine, percentile, report
 from benchmarks.load import row
-from e2e.router import Started, smg_binary, smg_router, started, stub_engine
+from e2e.router.smg import Started, smg_binary, smg_router, started, stub_engine
 
 TITLE = "## Load through the SGLang router (benchmarks/router_load.py)"
 

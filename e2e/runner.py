@@ -12,7 +12,7 @@ step uses them: `{uv_tool_bin}` (`uv tool dir --bin`) and `{tiny_model_dir}` (th
 tiny model of the CPU tier). Env values are literal: `$VARS` are never expanded; a step puts
 directories before PATH with `path_prepend`. Every step's environment gets the loopback hosts
 in NO_PROXY/no_proxy (adapter/engine/proxies.py), and the runner's own health probes ignore proxy
-variables. A foreground step's deadline holds whether or not it prints (e2e/process.py): on
+variables. A foreground step's deadline holds whether or not it prints (e2e/common/process.py): on
 expiry its whole process group is killed and the failure names the step.
 """
 
@@ -34,19 +34,13 @@ from typing import TextIO
 import httpx
 
 from adapter.engine.proxies import bypass_proxies_for_loopback
-from e2e.interpreter import BaseInterpreterError
-from e2e.plan import (
-    REPO,
-    PlanOptions,
-    Step,
-    base_interpreter,
-    cpu_plan,
-    gpu_plan,
-    gpu_plan_notes,
-    sglang_cpu_plan,
-)
-from e2e.ports import free_port
-from e2e.process import StepTimeout, run_with_deadline
+from e2e.common.ports import free_port
+from e2e.common.process import StepTimeout, run_with_deadline
+from e2e.gpu.interpreter import BaseInterpreterError
+from e2e.plans.cpu import cpu_plan
+from e2e.plans.gpu import gpu_plan, gpu_plan_notes
+from e2e.plans.sglang_cpu import sglang_cpu_plan
+from e2e.plans.steps import REPO, PlanOptions, Step, base_interpreter
 
 
 class StepFailed(RuntimeError):

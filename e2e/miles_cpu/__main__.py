@@ -121,7 +121,7 @@ def failing_worker(run_dir: Path, *, needed: bool) -> Iterator[str]:
     if not needed:
         yield ""
         return
-    from e2e.router import started, stub_engine
+    from e2e.router.smg import started, stub_engine
 
     with started(stub_engine(run_dir / "failing-worker.log", status=503)) as stub:
         yield stub.url

@@ -20,7 +20,7 @@ tool in 6 of the 8 seeded episodes, and the tool's response is fed back as a mas
 legacy function with arith-v1 through `ray job submit`; the legacy function behind Miles' own
 router and a failing worker; and a planted defect (a rollout class that cuts one loss mask short)
 that Miles' own conversion must refuse: the lane fails unless that case fails for that reason.
-The tool case's rollout-0 dump is also judged by `python -m e2e.verify --miles-dump`, the GPU
+The tool case's rollout-0 dump is also judged by `python -m e2e.judges.verify --miles-dump`, the GPU
 plan's verifier of Miles' own dump.
 """
 
@@ -62,7 +62,7 @@ class Case:
     planted: bool = False  # expected to fail in Miles' conversion
     config: Path = ARITH  # the EnvConfig (a bundled taskset's)
     multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
-    verify_env: str | None = None  # run `e2e.verify --miles-dump --env <this>` on rollout 0's dump
+    verify_env: str | None = None  # run `e2e.judges.verify --miles-dump --env <this>` on rollout 0's dump
     router: RouterMode = "engine"
     # the printed command's `ray job submit` form against the lane's Ray dashboard (else the driver
     # run directly against the GCS address, with the job's runtime env handed over as Ray would)
@@ -143,7 +143,7 @@ def parse_printed(line: str) -> tuple[dict[str, str], list[str]]:
 def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoint: Path, case_dir: Path,
                     engine_url: str, model_dir: Path, failing_url: str = "") -> str:
     """What `vf-sglang miles-command` prints for this case, run with the Miles venv's Python."""
-    from e2e.ports import free_port
+    from e2e.common.ports import free_port
 
     # MILES_HOST_IP: the address Miles binds its own router to (the namespace has loopback only)
     explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0",
@@ -206,7 +206,7 @@ def reset_failing_worker(failing_url: str) -> None:
 def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engine_version: str,
              checkpoint: Path, model_dir: Path, run_dir: Path, has_rollout_id: bool,
              failing_url: str = "") -> CaseResult:
-    from e2e.process import StepTimeout, run_with_deadline
+    from e2e.common.process import StepTimeout, run_with_deadline
 
     case_dir = run_dir / case.name
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -266,14 +266,15 @@ def tool_response_id(model_dir: Path) -> int:
 
 
 def verify_dump(dump: Path, env_id: str) -> list[str]:
-    """`python -m e2e.verify --miles-dump` (the GPU plan's judge of Miles' own dump) on a dump real
+    """`python -m e2e.judges.verify --miles-dump` (the GPU plan's judge of Miles' own dump) on a dump real
     Miles wrote here: its rollout 0, whose groups are 0..rollout_batch_size-1 as the verifier expects."""
-    argv = [sys.executable, "-m", "e2e.verify", "--miles-dump", str(dump), "--env", env_id,
+    argv = [sys.executable, "-m", "e2e.judges.verify", "--miles-dump", str(dump), "--env", env_id,
             "--groups", str(SHAPE["rollout_batch_size"]), "--n", str(SHAPE["n_samples_per_prompt"])]
     done = subprocess.run(argv, cwd=str(REPO), capture_output=True, text=True, timeout=300)
     if done.returncode == 0:
         return []
-    return [f"e2e.verify --miles-dump {dump} exited {done.returncode}: {(done.stdout + done.stderr).strip()[-1500:]}"]
+    output = (done.stdout + done.stderr).strip()[-1500:]
+    return [f"e2e.judges.verify --miles-dump {dump} exited {done.returncode}: {output}"]
 
 
 def load_artifacts(case_dir: Path, num_rollout: int) -> tuple[dict[int, Any], dict[int, Any]]:

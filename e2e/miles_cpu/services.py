@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from e2e.ports import free_port
-from e2e.process import end_group
+from e2e.common.ports import free_port
+from e2e.common.process import end_group
 from e2e.sglang_cpu.server import log_tail
 
 HOST = "127.0.0.1"

@@ -33,8 +33,8 @@ from typing import Any
 
 import httpx
 
-from e2e.ports import free_port
-from e2e.process import end_group
+from e2e.common.ports import free_port
+from e2e.common.process import end_group
 from e2e.sglang_cpu.errors import ServerStartError
 from e2e.sglang_cpu.paths import STANDIN_DIR, logs_dir
 from e2e.sglang_cpu.venv import ensure_venv

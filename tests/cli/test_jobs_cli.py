@@ -15,7 +15,7 @@ from adapter.bridge.serve import served
 from adapter.cli.entry import main
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy
-from e2e.verify import expectation_for, load_samples, verify
+from e2e.judges.verify import expectation_for, load_samples, verify
 
 VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
 ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"

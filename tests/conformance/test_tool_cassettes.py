@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.turns import later_turns, load_exchanges
+from e2e.judges.turns import later_turns, load_exchanges
 
 CASSETTES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "cassettes").glob("sglang-*echo-tool-v1.jsonl"))
 

@@ -1,4 +1,5 @@
-"""The E2E plans as data (snapshot-locked) and what the GPU tier's plan must contain (the mistakes e2e/plan.py lists).
+"""The E2E plans as data (snapshot-locked) and what the GPU tier's plan must contain (the mistakes
+e2e/plans/gpu.py lists).
 
 Regenerate the plan snapshots with `uv run pytest tests/e2e/test_e2e_plan.py --snapshot-update`.
 The steps themselves run on CPU in tests/test_e2e_runner.py and tests/e2e/test_gpu_prechecks.py.
@@ -13,19 +14,11 @@ import tomllib
 
 import pytest
 
-from e2e.plan import (
-    MILES_CONFIG,
-    MILES_CONSTRAINTS,
-    MILES_IMAGE_PACKAGES,
-    REPO,
-    UV_TOOL_BIN,
-    PlanOptions,
-    base_interpreter,
-    cpu_plan,
-    gpu_plan,
-    gpu_plan_notes,
-    sglang_cpu_plan,
-)
+from e2e.plans.cpu import cpu_plan
+from e2e.plans.gpu import gpu_plan, gpu_plan_notes
+from e2e.plans.miles_gpu import MILES_CONFIG, MILES_CONSTRAINTS, MILES_IMAGE_PACKAGES
+from e2e.plans.sglang_cpu import sglang_cpu_plan
+from e2e.plans.steps import REPO, UV_TOOL_BIN, PlanOptions, base_interpreter
 from e2e.runner import describe, main
 
 # Fixed interpreter, port and run dir so the snapshot does not depend on the machine.
@@ -109,7 +102,7 @@ def test_no_plan_value_refers_to_a_shell_variable() -> None:
 def test_the_driver_is_checked_before_anything_is_installed() -> None:
     steps = gpu_plan(OPTIONS)
     assert steps[0].name == "check-driver" and steps[0].gpu
-    assert steps[0].argv[1:] == ("-m", "e2e.driver", "--sglang-version", "0.5.15", "--min-cuda", "13.0",
+    assert steps[0].argv[1:] == ("-m", "e2e.gpu.driver", "--sglang-version", "0.5.15", "--min-cuda", "13.0",
                                  "--min-glibc", "2.34")
 
 
@@ -156,7 +149,7 @@ def test_every_adapter_command_of_the_gpu_plan_parses_with_the_real_cli(plan_of)
 
 
 def test_the_sglang_cpu_rehearsal_runs_the_gpu_tiers_sglang_steps_without_cuda() -> None:
-    from e2e.plan import sglang_cpu_plan
+    from e2e.plans.sglang_cpu import sglang_cpu_plan
 
     steps = sglang_cpu_plan("/tmp/rehearsal", version="0.5.16", port=31999)
     names = [s.name for s in steps]
@@ -203,7 +196,7 @@ def test_the_miles_train_step_is_the_launchers_command_and_environment(monkeypat
     from contextlib import redirect_stdout
 
     from adapter.cli.entry import main as cli
-    from e2e.plan import miles_launch
+    from e2e.plans.miles_gpu import miles_launch
 
     step = steps_by_name(MILES)["miles-train"]
     launch = miles_launch(MILES, base=base_interpreter(MILES), run=MILES_RUN)
@@ -303,7 +296,7 @@ def test_the_miles_variant_checks_the_image_then_installs_without_shadowing_it()
     names = list(steps)
     assert names[:2] == ["check-miles-image", "check-gpus"]
     image = steps["check-miles-image"].argv
-    assert image[:3] == ("/usr/bin/python3", "-m", "e2e.miles_image") and "--sglang-version" in image
+    assert image[:3] == ("/usr/bin/python3", "-m", "e2e.gpu.miles_image") and "--sglang-version" in image
     assert _flag(list(image), "--sglang-version") == "0.5.16"
     assert names.index("venv") < names.index("check-system-site") < names.index("install-adapter") < names.index(
         "check-image-kept") < names.index("miles-train")
@@ -321,7 +314,7 @@ def test_the_miles_variant_dumps_what_its_verify_step_reads_and_stops_ray() -> N
     dump = f"{MILES_RUN}/dump/rollout_data/0.pt"
     assert steps["miles-train"].produces == (dump, f"{MILES_RUN}/dump/train_data/0_0.pt")  # one training step ran
     verify = steps["verify-miles-dump"].argv
-    assert verify[1:] == ("-m", "e2e.verify", "--miles-dump", dump, "--env", "code-golf-v1", "--groups", "3",
+    assert verify[1:] == ("-m", "e2e.judges.verify", "--miles-dump", dump, "--env", "code-golf-v1", "--groups", "3",
                           "--n", "4")
     names = list(steps)
     assert names.index("reset-outputs") < names.index("miles-train")  # a rerun cannot verify an old dump
@@ -345,7 +338,7 @@ def test_dry_run_prints_the_miles_variant(capsys) -> None:
     for expected in ("variant: miles", "check-miles-image", "check-image-kept", "MILES_USE_LEGACY_ROLLOUT_V1=0",
                      "--rollout-function-path adapter.miles.VerifiersRolloutFn",
                      "ray job submit --address=http://127.0.0.1:8265", "--dump-details <repo>/runs/e2e-gpu-miles/dump",
-                     "e2e.verify --miles-dump <repo>/runs/e2e-gpu-miles/dump/rollout_data/0.pt"):
+                     "e2e.judges.verify --miles-dump <repo>/runs/e2e-gpu-miles/dump/rollout_data/0.pt"):
         assert expected in out, expected
 
 
@@ -354,5 +347,5 @@ def test_dry_run_prints_the_miles_variants_legacy_case_in_its_own_run_dir(capsys
                  "--base-python", "/usr/bin/python3"]) == 0
     out = capsys.readouterr().out
     for expected in ("MILES_USE_LEGACY_ROLLOUT_V1=1", "--rollout-function-path adapter.miles.generate_rollout",
-                     "e2e.verify --miles-dump <repo>/runs/e2e-gpu-miles-legacy/dump/rollout_data/0.pt"):
+                     "e2e.judges.verify --miles-dump <repo>/runs/e2e-gpu-miles-legacy/dump/rollout_data/0.pt"):
         assert expected in out, expected

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.plan import Step
-from e2e.ports import free_port
+from e2e.common.ports import free_port
+from e2e.plans.steps import Step
 from e2e.runner import Runner
 
 

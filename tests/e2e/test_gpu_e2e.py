@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e.plan import PlanOptions, gpu_plan
-from e2e.ports import free_port
+from e2e.common.ports import free_port
+from e2e.plans.gpu import gpu_plan
+from e2e.plans.steps import PlanOptions
 from e2e.runner import Runner, cuda_available
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e,

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.driver import parse_nvidia_smi, problems
-from e2e.interpreter import BaseInterpreterError, resolve_base_python
-from e2e.plan import REPO, PlanOptions, gpu_plan
+from e2e.gpu.driver import parse_nvidia_smi, problems
+from e2e.gpu.interpreter import BaseInterpreterError, resolve_base_python
+from e2e.plans.gpu import gpu_plan
+from e2e.plans.steps import REPO, PlanOptions
 from e2e.runner import Runner, cuda_available
 from tests.gpu_fakes import fake_nvidia_smi, fake_system_python
 

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e.plan import MILES_MODEL_ARGS, PlanOptions, Step, gpu_plan
+from e2e.plans.gpu import gpu_plan
+from e2e.plans.miles_gpu import MILES_MODEL_ARGS
+from e2e.plans.steps import PlanOptions, Step
 from e2e.runner import Runner
 from tests.e2e.test_gpu_prechecks import TAG, _local_verifiers_repo
 from tests.e2e.test_verify import _group_of_three, miles_samples, save_miles_dump
@@ -161,7 +163,7 @@ def test_the_image_check_names_what_is_not_miles_image(case: str, tmp_path: Path
     site = tmp_path / "site"
     write_miles_stand_ins(site, **changes)
     miles, megatron = miles_checkout(tmp_path)
-    argv = [sys.executable, "-m", "e2e.miles_image", "--miles-root", str(miles), "--megatron-path", str(megatron),
+    argv = [sys.executable, "-m", "e2e.gpu.miles_image", "--miles-root", str(miles), "--megatron-path", str(megatron),
             "--sglang-version", "0.5.16", "--model-type", "qwen3-0.6B", f"--model-args={MODEL_ARGS}"]
     result = subprocess.run(argv, capture_output=True, text=True, env={"PYTHONPATH": str(site), "PATH": "/usr/bin"},
                             cwd=Path(__file__).resolve().parents[2], timeout=120)
@@ -173,15 +175,15 @@ def test_the_image_check_names_a_missing_checkout_and_the_gpu_check_its_count(tm
     write_miles_stand_ins(site)
     repo = Path(__file__).resolve().parents[2]
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin"}
-    argv = [sys.executable, "-m", "e2e.miles_image", "--miles-root", str(tmp_path / "nowhere"), "--megatron-path",
+    argv = [sys.executable, "-m", "e2e.gpu.miles_image", "--miles-root", str(tmp_path / "nowhere"), "--megatron-path",
             str(tmp_path / "nowhere"), "--sglang-version", "0.5.16"]
     result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=repo, timeout=120)
     assert result.returncode == 1
     for missing in ("nowhere/train.py is missing", "nowhere/tools/convert_hf_to_torch_dist.py is missing",
                     "nowhere/megatron is missing"):
         assert missing in result.stderr
-    gpus = subprocess.run([sys.executable, "-m", "e2e.miles_image", "--min-gpus", "2"], capture_output=True, text=True,
-                          env=env, cwd=repo, timeout=120)
+    gpus = subprocess.run([sys.executable, "-m", "e2e.gpu.miles_image", "--min-gpus", "2"], capture_output=True,
+                          text=True, env=env, cwd=repo, timeout=120)
     assert gpus.returncode == 1 and "torch sees 0 CUDA device(s); the Miles variant needs 2" in gpus.stderr
 
 

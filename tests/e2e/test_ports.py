@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.ports import LOOPBACK, PORT_RANGE, RESERVATION_S, NoFreePortError, free_port
+from e2e.common.ports import LOOPBACK, PORT_RANGE, RESERVATION_S, NoFreePortError, free_port
 
 
 @pytest.fixture(autouse=True)

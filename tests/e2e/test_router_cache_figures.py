@@ -1,4 +1,4 @@
-"""`e2e.router_cache.figures`: what a recorded run behind the router says about the prefix cache."""
+"""`e2e.router.cache.figures`: what a recorded run behind the router says about the prefix cache."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.router_cache import SECTION_BEGIN, SECTION_END, figures, markdown, write_section
-from e2e.turns import Exchange
+from e2e.judges.turns import Exchange
+from e2e.router.cache import SECTION_BEGIN, SECTION_END, figures, markdown, write_section
 
 SYSTEM = (1, 2, 3, 4)
 

@@ -1,4 +1,4 @@
-"""The multi-turn rules on samples + the exchanges that made them (e2e/turns.py): each must fail on
+"""The multi-turn rules on samples + the exchanges that made them (e2e/judges/turns.py): each must fail on
 the defect it names."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from e2e.turns import Exchange, exchanges_from, later_turns, runs_of, turn_report
+from e2e.judges.turns import Exchange, exchanges_from, later_turns, runs_of, turn_report
 
 PROMPT, CALL, TOOL, REPLY = [1, 2, 3], [10, 11, 99], [20, 21, 22], [12, 99]
 

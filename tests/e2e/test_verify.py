@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from e2e.verify import VerificationError, expectation_for, load_samples, problems, verify
+from e2e.judges.verify import VerificationError, expectation_for, load_samples, problems, verify
 
 CODE_GOLF = expectation_for("code-golf-v1", groups=3, n=4)
 
@@ -213,7 +213,7 @@ def save_miles_dump(path: Path, samples: list[dict[str, Any]], *, rollout_id: in
 
 @with_torch
 def test_a_good_miles_dump_passes(tmp_path: Path) -> None:
-    from e2e.verify import verify_miles_dump
+    from e2e.judges.verify import verify_miles_dump
 
     path = save_miles_dump(tmp_path / "dump" / "rollout_data" / "0.pt", miles_samples())
     assert len(verify_miles_dump(path, CODE_GOLF)) == 12
@@ -247,7 +247,7 @@ MILES_BREAKAGES = {
 @with_torch
 @pytest.mark.parametrize("case", MILES_BREAKAGES)
 def test_each_broken_miles_dump_is_named(case: str, tmp_path: Path) -> None:
-    from e2e.verify import verify_miles_dump
+    from e2e.judges.verify import verify_miles_dump
 
     samples = miles_samples()
     breaking, messages = MILES_BREAKAGES[case]
@@ -263,7 +263,7 @@ def test_each_broken_miles_dump_is_named(case: str, tmp_path: Path) -> None:
 
 @with_torch
 def test_a_dump_of_another_rollout_or_shape_is_named(tmp_path: Path) -> None:
-    from e2e.verify import load_miles_dump, miles_dump_problems
+    from e2e.judges.verify import load_miles_dump, miles_dump_problems
 
     other = load_miles_dump(save_miles_dump(tmp_path / "3.pt", miles_samples(), rollout_id=3))
     assert miles_dump_problems(other, CODE_GOLF) == ["the dump's rollout_id is 3, expected 0"]
@@ -273,7 +273,7 @@ def test_a_dump_of_another_rollout_or_shape_is_named(tmp_path: Path) -> None:
 
 @with_torch
 def test_the_cli_verifies_a_miles_dump_and_fails_a_bad_one(tmp_path: Path, capsys) -> None:
-    from e2e.verify import main
+    from e2e.judges.verify import main
 
     good = save_miles_dump(tmp_path / "good" / "0.pt", miles_samples())
     args = ["--env", "code-golf-v1", "--groups", "3", "--n", "4"]

@@ -5,6 +5,7 @@
 A module may import its own subpackage and any subpackage to its left, never one to its right,
 and none reaches into the test layer (`e2e`, `conformance`): the wheel ships the product alone.
 Only `adapter/cli/reference_engine.py` reaches `adapter/reference/` (torch), and only inside functions.
+Outside the package, `e2e/` keeps its map: no loose harness module at its top, every folder described.
 """
 
 from __future__ import annotations
@@ -192,3 +193,43 @@ def test_every_outside_reference_is_named(tmp_path: Path) -> None:
     (tmp_path / "e2e" / "a.py").write_text('"""Per CONTRACT' + '.md §2."""\nx = 1  # fine\n# (iss' + 'ue 15.4)\n')
     (tmp_path / "e2e" / "sub" / "b.py").write_text("# see design" + "/MILES" + ".md\n# docs/contract.md §2\n")
     assert outside_references(tmp_path, "e2e") == ["e2e/a.py:1", "e2e/a.py:3", "e2e/sub/b.py:1"]
+
+
+# `e2e/`'s map (e2e/README.md): at the top only the entry (`runner.py`) and the matrix's pins; every
+# other harness lives in a folder: one per lane, the plans, the GPU tier's prechecks, the shared judges,
+# the router, the common plumbing. Each folder says what it holds and the README names it.
+E2E = ROOT / "e2e"
+E2E_TOP_FILES = {"__init__.py", "README.md", "runner.py", "requirements-contract.txt"}
+
+
+def e2e_map_problems(e2e: Path) -> list[str]:
+    """Each loose file at `e2e`'s top level, and each folder its README or its `__init__.py` leaves
+    undescribed, as one line."""
+    readme = (e2e / "README.md").read_text() if (e2e / "README.md").is_file() else ""
+    problems = [f"e2e/{p.name} is loose at the top: move it into its lane's (or the shared) folder"
+                for p in sorted(e2e.iterdir()) if p.is_file() and p.name not in E2E_TOP_FILES]
+    for folder in sorted(p for p in e2e.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        if f"`{folder.name}/`" not in readme:
+            problems.append(f"e2e/README.md does not name e2e/{folder.name}/")
+        init = folder / "__init__.py"
+        if not (init.is_file() and ast.get_docstring(ast.parse(init.read_text()))):
+            problems.append(f"e2e/{folder.name}/__init__.py does not say what the folder holds")
+    return problems
+
+
+def test_e2e_keeps_its_map() -> None:
+    assert e2e_map_problems(E2E) == []
+
+
+def test_a_loose_e2e_module_and_an_unmapped_folder_are_named(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("`judges/` hold the shared judges\n")
+    (tmp_path / "runner.py").write_text("")
+    (tmp_path / "router.py").write_text("")
+    for folder, doc in (("judges", '"""The judges."""\n'), ("lane", "")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text(doc)
+    assert e2e_map_problems(tmp_path) == [
+        "e2e/router.py is loose at the top: move it into its lane's (or the shared) folder",
+        "e2e/README.md does not name e2e/lane/",
+        "e2e/lane/__init__.py does not say what the folder holds",
+    ]

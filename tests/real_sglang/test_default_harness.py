@@ -22,9 +22,9 @@ import pytest
 
 from adapter.cli import main
 from adapter.reference.tiny_model import RECIPE, build_tiny_model, default_harness
+from e2e.judges.turns import load_exchanges, runs_of, turn_report
 from e2e.rl_cpu.sync import load_weights
 from e2e.sglang_cpu.server import DEFAULT_VERSION
-from e2e.turns import load_exchanges, runs_of, turn_report
 
 pytestmark = pytest.mark.sglang_cpu
 

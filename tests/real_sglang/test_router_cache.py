@@ -1,6 +1,6 @@
 """Behind the real router, the prefix cache is why the adapter routes by trace: two real SGLang
 workers behind smg, the same seeded multi-turn tool episodes (echo-tool-v1) under
-`consistent_hashing` and `round_robin` (`e2e.router_cache`; the figures are in docs/router.md).
+`consistent_hashing` and `round_robin` (`e2e.router.cache`; the figures are in docs/router.md).
 
 In the sglang-cpu lane the two workers are the lane's server and the session's own
 (`sglang_cpu_server`): no server is started for this test. Needs smg (the sglang-cpu lanes install
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.router import SMG_VERSION, smg_binary
-from e2e.router_cache import POLICIES, TASKS, CacheFigures, markdown, measure
+from e2e.router.cache import POLICIES, TASKS, CacheFigures, markdown, measure
+from e2e.router.smg import SMG_VERSION, smg_binary
 from e2e.sglang_cpu.server import DEFAULT_VERSION, serving
 
 pytestmark = pytest.mark.sglang_cpu

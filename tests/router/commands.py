@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.process import run_with_deadline
+from e2e.common.process import run_with_deadline
 
 VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
 

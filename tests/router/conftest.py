@@ -1,5 +1,5 @@
 """The router lane: the real SGLang router (`smg`, pinned in tox.ini) in front of two reference
-engines, everything on 127.0.0.1, every process ended by its process group (`e2e.router`).
+engines, everything on 127.0.0.1, every process ended by its process group (`e2e.router.smg`).
 
     uvx --with tox-uv tox -e router          # installs smg==1.13.0, sets VF_SGLANG_ROUTER_LANE=1
     VF_SGLANG_ROUTER_LANE=1 VF_SGLANG_SMG=/path/to/smg pytest -m router tests/router   # by hand
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.ports import free_port
-from e2e.router import SMG_VERSION, Started, reference_engine, smg_binary, smg_router
+from e2e.common.ports import free_port
+from e2e.router.smg import SMG_VERSION, Started, reference_engine, smg_binary, smg_router
 
 LANE = "VF_SGLANG_ROUTER_LANE"
 REPO = Path(__file__).resolve().parents[2]

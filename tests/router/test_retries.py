@@ -15,7 +15,7 @@ from adapter.cli.routing import SMG_DEFAULT_RETRIES
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
 from benchmarks.common import PROMPT, body
-from e2e.router import ADAPTER_FLAGS, smg_router, started, stub_engine
+from e2e.router.smg import ADAPTER_FLAGS, smg_router, started, stub_engine
 
 pytestmark = pytest.mark.router
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from adapter.cli.commands import EXIT_DROPPED
-from e2e.ports import free_port
-from e2e.router import ADAPTER_FLAGS, reference_engine, smg_router, started
+from e2e.common.ports import free_port
+from e2e.router.smg import ADAPTER_FLAGS, reference_engine, smg_router, started
 from tests.router.cassettes import by_key, exchanges, generate_calls
 from tests.router.commands import vf_sglang
 from tests.router.conftest import CHAT, ROUTER_ENVS

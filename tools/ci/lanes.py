@@ -20,8 +20,8 @@ MATRIX = ("contract-vf020", "contract-vf020-r018", "contract-vf020-sglang-openai
 PYTHON = ("adapter/*.py", "conformance/*.py", "e2e/*.py", "tests/*.py", "fixtures/*", "benchmarks/*.py",
           "tools/*.py")
 PINS = ("uv.lock", "pyproject.toml", "tox.ini", "e2e/requirements-contract.txt")
-ENGINE_LEG = ("adapter/engine/*", "adapter/wire/*", "adapter/bridge/*", "e2e/sglang_cpu/*", "e2e/plan.py",
-              "e2e/runner.py", "e2e/verify.py", "e2e/turns.py", "tests/real_sglang/*", "tests/sglang_cpu/*",
+ENGINE_LEG = ("adapter/engine/*", "adapter/wire/*", "adapter/bridge/*", "e2e/sglang_cpu/*", "e2e/plans/steps.py",
+              "e2e/plans/sglang_cpu.py", "e2e/runner.py", "e2e/judges/*", "tests/real_sglang/*", "tests/sglang_cpu/*",
               "adapter/reference/tiny_*", "fixtures/envs/*")
 
 
@@ -51,7 +51,8 @@ LANES: dict[str, Lane] = {
         "every /generate payload and engine output against sglang 0.5.15, 0.5.16 and 0.5.23's own classes",
     ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "adapter/reference/*", "tests/conformance/*")),
     "e2e": Lane(("e2e",), (
-        "the reference engine's tests; the CPU tier (reference engine, bundled tasksets) verified by e2e/verify.py",
+        "the reference engine's tests; the CPU tier (reference engine, bundled tasksets) verified by "
+        "e2e/judges/verify.py",
         "Miles main and each open Miles PR head's own files (fixtures/miles_next) accept a multi-turn tool sample "
         "(validate, to_dict/from_dict, the log-prob guard), its weight-version spans, and the adapter's class",
     ), ("e2e/*", "adapter/*", "tests/e2e/*", "tests/miles/*", "conformance/miles_next.py", "fixtures/*", *PINS)),
@@ -67,7 +68,7 @@ LANES: dict[str, Lane] = {
         "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",
         "Verifiers' default harness (bash + edit) on real SGLang; serving's lifecycle; the lane's two servers "
         "behind smg: consistent hashing keeps a trace's turns on its worker and hits the prefix cache more",
-    ), (*ENGINE_LEG, "e2e/router_cache.py", "tests/real_sglang/*", "uv.lock")),
+    ), (*ENGINE_LEG, "e2e/router/cache.py", "tests/real_sglang/*", "uv.lock")),
     "sglang-cpu-0516": Lane(("sglang-cpu-0516",), (
         "real SGLang 0.5.16 (Miles' image pin): what differs between SGLang versions — check's live conformance "
         "checks, generation A's recorded rollouts and tool turns, abort, radix cache, weight updates, seeds",
@@ -75,7 +76,7 @@ LANES: dict[str, Lane] = {
     "router": Lane(("router",), (
         "the real router (smg) before two reference engines: check, routed multi-turn rollouts, a killed worker, "
         "the retry budget, abort, the Miles binding, load",
-    ), ("adapter/engine/*", "adapter/bridge/*", "adapter/cli/*", "e2e/router.py", "tests/router/*",
+    ), ("adapter/engine/*", "adapter/bridge/*", "adapter/cli/*", "e2e/router/smg.py", "tests/router/*",
         "adapter/reference/*", "tox.ini")),
     "rl-cpu": Lane(("rl-cpu",), (
         "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 → ≥ 0.8 in 6 steps, "
@@ -89,12 +90,13 @@ LANES: dict[str, Lane] = {
         "dashboard; a planted short loss mask is refused by Miles",
         "multi-turn tool samples (echo-tool-v1 on real SGLang) through Miles' conversion, dump and logging: masked "
         "tool responses between model turns, log-probs on model tokens only, one weight version per model turn; "
-        "e2e.verify --miles-dump on real Miles' dump",
+        "e2e.judges.verify --miles-dump on real Miles' dump",
         "Miles' own router (sglang_router, as Miles launches it) before real SGLang and a failing worker: "
         "≤ 3 engine calls per failing model turn, counted at the worker",
     ), ("adapter/miles/*", "e2e/miles_cpu/*", "tests/miles_cpu/*",
         "adapter/samples/sample_type.py", "adapter/samples/conversion.py", "adapter/samples/weight_spans.py",
-        "adapter/bridge/stats.py", "e2e/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py", "e2e/router.py")),
+        "adapter/bridge/stats.py", "e2e/judges/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py",
+        "e2e/router/smg.py")),
 }
 
 # Each stage: tracks side by side; each track: lanes one after another. The first track's output
@@ -113,13 +115,13 @@ STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
 NOT_IN_CI: dict[str, str] = {
     "e2e-gpu": "needs CUDA: the GPU tier runs on GPU runners (its plan's CPU-testable steps run in fast)",
     "e2e-vf040": "the CPU tier on verifiers 0.4.0 (generation B) proved less than what now runs: sglang-cpu "
-                 "records and verifies generation B's rollouts on real SGLang 0.5.23 with the same e2e/verify.py, "
-                 "and contract-vf040 runs a real episode group on 0.4.0",
+                 "records and verifies generation B's rollouts on real SGLang 0.5.23 with the same "
+                 "e2e/judges/verify.py, and contract-vf040 runs a real episode group on 0.4.0",
 }
 
 MOVED: tuple[tuple[str, str], ...] = (
     ("the CPU tier on verifiers 0.4.0 (generation B), verified (e2e-vf040)",
-     "sglang-cpu: generation B's recorded rollouts on real SGLang, verified by the same e2e/verify.py; "
+     "sglang-cpu: generation B's recorded rollouts on real SGLang, verified by the same e2e/judges/verify.py; "
      "contract-vf040: a real episode group on 0.4.0 (e2e-vf040 stays a tox env, out of CI)"),
     ("generation B's recorded rollouts on SGLang 0.5.16",
      "sglang-cpu (0.5.23) only: generation B differs on the adapter's side, not the engine's; the engine "

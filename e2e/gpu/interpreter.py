@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     import importlib
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m e2e.interpreter",
+    parser = argparse.ArgumentParser(prog="python -m e2e.gpu.interpreter",
                                      description="check, inside a venv, that system-site packages import from "
                                                  "the system site (not shadowed by the venv's own)")
     parser.add_argument("--expect-system-package", required=True, metavar="NAME", action="append",
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     names = parser.parse_args(argv).expect_system_package
     problems = [problem for problem in map(system_site_problem, names) if problem]
     for problem in problems:
-        print(f"e2e.interpreter: {problem}", file=sys.stderr)
+        print(f"e2e.gpu.interpreter: {problem}", file=sys.stderr)
     if problems:
         return 1
     for name in names:

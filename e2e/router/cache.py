@@ -1,13 +1,13 @@
 """Why the adapter routes by trace: the prefix-cache hit rate of multi-turn tool episodes behind smg,
 under `consistent_hashing` (every turn of a trace on one worker) and `round_robin`, on the same seeds.
 
-    figures(policy, exchanges)      CacheFigures of one recorded run (pure; `e2e.turns` reads the
+    figures(policy, exchanges)      CacheFigures of one recorded run (pure; `e2e.judges.turns` reads the
                                     cassette: each call's routing key is its trace, the router's
                                     answer header names its worker)
     measure(workers, policy, ...)   one run: both workers' caches flushed, smg started with `policy`
                                     in front of them, a seeded `vf-sglang rollout --record`, smg ended
     markdown(rows)                  the table docs/router.md shows; `write_section` puts it there
-    python -m e2e.router_cache      two real SGLang CPU servers, both policies, the table printed
+    python -m e2e.router.cache      two real SGLang CPU servers, both policies, the table printed
                                     (`--write docs/router.md` replaces the measured section)
 
 The adapter sends `X-SMG-Routing-Key` (the trace id) in both runs (`--router-policy consistent_hashing`):
@@ -39,11 +39,11 @@ from pathlib import Path
 
 import httpx
 
-from e2e.process import run_with_deadline
-from e2e.router import smg_router
-from e2e.turns import Exchange, load_exchanges
+from e2e.common.process import run_with_deadline
+from e2e.judges.turns import Exchange, load_exchanges
+from e2e.router.smg import smg_router
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ECHO_TOOL = REPO / "fixtures" / "envs" / "echo-tool-v1.toml"
 POLICIES = ("consistent_hashing", "round_robin")
 TASKS = 4  # echo-tool-v1's tasks: one trace each
@@ -161,7 +161,7 @@ def write_section(doc: Path, table: str, note: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m e2e.router_cache", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.router.cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sglang-version", default="0.5.23")
     parser.add_argument("--groups", type=int, default=TASKS, help=f"default {TASKS}: one trace per task (a "
                         "second trace of a task shares its turns, which a worker that served the first has cached)")
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = markdown(rows)
     print(table)
     if args.write is not None:
-        note = (f"Measured by `python -m e2e.router_cache` (real SGLang {args.sglang_version} on CPU, two "
+        note = (f"Measured by `python -m e2e.router.cache` (real SGLang {args.sglang_version} on CPU, two "
                 f"deterministic workers, echo-tool-v1, {args.groups} groups × {args.n}, seed {args.seed}):")
         write_section(args.write, table, note)
     return 0

@@ -2,9 +2,9 @@
 
 Run with the image's own Python (the base the venv is built on), before anything is installed:
 
-    python -m e2e.miles_image --miles-root /root/miles --megatron-path /root/Megatron-LM \\
+    python -m e2e.gpu.miles_image --miles-root /root/miles --megatron-path /root/Megatron-LM \\
         --sglang-version 0.5.16 --model-type qwen3-0.6B --model-args "--swiglu ..."
-    python -m e2e.miles_image --min-gpus 2          # the GPU step: CUDA devices torch can see
+    python -m e2e.gpu.miles_image --min-gpus 2          # the GPU step: CUDA devices torch can see
 
 It checks what the Miles variant's later steps use, and lists every problem at once (exit 1):
 torch, ray, pip, sglang and miles import; sglang is the version the plan names (Miles'
@@ -78,7 +78,7 @@ def gpu_problem(min_gpus: int) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.miles_image", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.gpu.miles_image", description=__doc__.split("\n\n")[0])
     parser.add_argument("--miles-root", default=None)
     parser.add_argument("--megatron-path", default=None)
     parser.add_argument("--sglang-version", default=None)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.min_gpus is not None:
         problem = gpu_problem(args.min_gpus)
         if problem:
-            print(f"e2e.miles_image: {problem}", file=sys.stderr)
+            print(f"e2e.gpu.miles_image: {problem}", file=sys.stderr)
             return 1
         print(f"{args.min_gpus}+ CUDA devices visible")
         return 0
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                               sglang_version=args.sglang_version, model_type=args.model_type,
                               model_args=args.model_args)
     for problem in problems:
-        print(f"e2e.miles_image: {problem}", file=sys.stderr)
+        print(f"e2e.gpu.miles_image: {problem}", file=sys.stderr)
     if problems:
         return 1
     for name in MODULES:

@@ -6,7 +6,7 @@ an error that names neither. Reads the driver and the CUDA version the driver su
 `nvidia-smi`'s header ("Driver Version: 580.65.06   CUDA Version: 13.0") and glibc from the
 C library; exits 0 with one line, or 1 with the requirement, what was found and what to change.
 
-    python -m e2e.driver --sglang-version 0.5.15 --min-cuda 13.0 --min-glibc 2.34
+    python -m e2e.gpu.driver --sglang-version 0.5.15 --min-cuda 13.0 --min-glibc 2.34
 
 Standard library only: it runs on the runner's base interpreter before any venv exists.
 """
@@ -55,7 +55,7 @@ def problems(*, smi_output: str | None, glibc: str | None, sglang: str, min_cuda
             if _version(cuda) < _version(min_cuda):
                 found.append(f"sglang {sglang} wheels need a driver supporting CUDA >= {min_cuda}; this driver "
                              f"({driver}) supports CUDA {cuda}: upgrade the driver or pin an sglang built for "
-                             f"CUDA {cuda.split('.')[0]} (sglang_version and sglang_min_cuda in e2e/plan.py)")
+                             f"CUDA {cuda.split('.')[0]} (sglang_version and sglang_min_cuda in e2e/plans/steps.py)")
     if glibc is None or _version(glibc) < _version(min_glibc):
         found.append(f"sglang {sglang} wheels need glibc >= {min_glibc}; found {glibc or 'no glibc'}: use a newer "
                      "runner image")
@@ -70,7 +70,7 @@ def _smi_output() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.driver", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.gpu.driver", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sglang-version", required=True)
     parser.add_argument("--min-cuda", required=True)
     parser.add_argument("--min-glibc", required=True)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     found = problems(smi_output=output, glibc=glibc, sglang=args.sglang_version, min_cuda=args.min_cuda,
                      min_glibc=args.min_glibc)
     for problem in found:
-        print(f"e2e.driver: {problem}", file=sys.stderr)
+        print(f"e2e.gpu.driver: {problem}", file=sys.stderr)
     if not found:
         driver, cuda = parse_nvidia_smi(output or "")
         print(f"driver {driver}, CUDA {cuda}, glibc {glibc}: sglang {args.sglang_version} can run here")

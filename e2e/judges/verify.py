@@ -189,7 +189,7 @@ def verify_miles_dump(path: Path, expect: Expectation, *, rollout_id: int = 0) -
 
 
 def _verify_turns(samples: list[Mapping[str, Any]], cassette: Path, min_multi_turn: float) -> None:
-    from e2e.turns import load_exchanges, turn_report
+    from e2e.judges.turns import load_exchanges, turn_report
 
     report = turn_report(samples, load_exchanges(cassette), min_multi_turn=min_multi_turn)
     print(f"turns: {report.multi_turn} of {report.samples} samples multi-turn, {report.turns} model turns, "
@@ -200,7 +200,7 @@ def _verify_turns(samples: list[Mapping[str, Any]], cassette: Path, min_multi_tu
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m e2e.verify", description="verify dumped E2E samples")
+    parser = argparse.ArgumentParser(prog="python -m e2e.judges.verify", description="verify dumped E2E samples")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--samples", type=Path, help="our JSONL (one Sample.to_dict() per line)")
     source.add_argument("--miles-dump", type=Path, help="Miles' --dump-details DIR/rollout_data/<id>.pt")
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, required=True)
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--cassette", type=Path, help="--samples: the run's --record directory (or one cassette): "
-                        "check every model turn against the exchanges that made it (e2e/turns.py)")
+                        "check every model turn against the exchanges that made it (e2e/judges/turns.py)")
     parser.add_argument("--min-multi-turn", type=float, default=0.0,
                         help="--cassette: the least share of samples with two or more model turns")
     args = parser.parse_args(argv)

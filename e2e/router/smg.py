@@ -2,7 +2,7 @@
 
     smg_binary()                    the `smg` executable: $VF_SGLANG_SMG, else beside this Python
                                     (the router lane installs smg into its env), else on PATH; None
-    free_port()                     a loopback port no other lane holds (`e2e.ports`)
+    free_port()                     a loopback port no other lane holds (`e2e.common.ports`)
     Started(argv, log)              one process in its own session (its pgid is its pid), output to
                                     `log`; `end()` ends its whole group (SIGTERM, then SIGKILL),
                                     `kill()` SIGKILLs it at once (a worker dying mid-run)
@@ -13,7 +13,7 @@
                                     `ADAPTER_FLAGS` (`--disable-retries`) unless told otherwise
 
 Everything listens on 127.0.0.1. Nothing here looks a process up by name: each helper ends the
-process group it started, and only that one (`e2e.process.end_group`).
+process group it started, and only that one (`e2e.common.process.end_group`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import httpx
 
-from e2e.ports import free_port
-from e2e.process import end_group
+from e2e.common.ports import free_port
+from e2e.common.process import end_group
 
 SMG_VERSION = "1.13.0"
 LOOPBACK = "127.0.0.1"

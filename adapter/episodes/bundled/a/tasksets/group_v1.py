@@ -10,17 +10,9 @@ from __future__ import annotations
 
 import verifiers.v1 as vf
 
-from adapter.episodes.bundled.shared.group import (
-    SHORTEST_TOTAL,
-    SHORTEST_WEIGHT,
-    WORDS,
-    GroupData,
-    SaysWord,
-    group_rows,
-    shortest_scores,
-)
+from adapter.episodes.bundled.shared.group import SHORTEST_WEIGHT, SaysWord, group_rows, shortest_scores
 
-__all__ = ["SHORTEST_TOTAL", "WORDS", "GroupData", "GroupTask", "GroupTaskset"]
+__all__ = ["GroupTask", "GroupTaskset"]
 
 
 class GroupTask(SaysWord):

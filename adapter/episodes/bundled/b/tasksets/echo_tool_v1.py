@@ -13,17 +13,9 @@ from __future__ import annotations
 
 import verifiers.v1 as vf
 
-from adapter.episodes.bundled.shared.echo_tool import (
-    STAMP_DIGITS,
-    WORDS,
-    EchoToolData,
-    EchoTools,
-    EchoToolScoring,
-    echo_tool_rows,
-    stamp_for,
-)
+from adapter.episodes.bundled.shared.echo_tool import EchoTools, EchoToolScoring, echo_tool_rows
 
-__all__ = ["STAMP_DIGITS", "WORDS", "EchoToolData", "EchoToolTask", "EchoToolTaskset", "EchoTools", "stamp_for"]
+__all__ = ["EchoToolTask", "EchoToolTaskset", "EchoTools"]
 
 
 class EchoToolTask(EchoToolScoring):

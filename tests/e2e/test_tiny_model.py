@@ -84,7 +84,7 @@ def test_model_cache_is_per_user_and_movable(monkeypatch, tmp_path: Path) -> Non
 
 # --- echo-tool-v1 lessons (tiny_tools.py) and the planted copy heads (tiny_plant.py) ---
 
-ECHO_TOOL_V1 = ARITH_V1.with_name("echo_tool_v1.py")
+ECHO_TOOL_V1 = ARITH_V1.parents[2] / "shared" / "echo_tool.py"  # both generations' rows and stamp
 ECHO_CASSETTE = Path(__file__).resolve().parents[2] / "fixtures" / "cassettes" / "reference-engine-echo-tool-v1.jsonl"
 
 
@@ -178,9 +178,7 @@ def test_stamps_are_decimal_so_copies_sit_at_the_planted_distances(tokenizer: ob
 
     tools = RECIPE["train"]["tools"]
     assert tools["words"] == list(_module_constant(ECHO_TOOL_V1, "WORDS"))  # type: ignore[arg-type]
-    for generation in ("a", "b"):
-        taskset = ECHO_TOOL_V1.parents[2] / generation / "tasksets" / "echo_tool_v1.py"
-        assert _module_constant(taskset, "STAMP_DIGITS") == tools["stamp_digits"]
+    assert _module_constant(ECHO_TOOL_V1, "STAMP_DIGITS") == tools["stamp_digits"]
     assert sorted(set(tiny_tools.copy_offsets(tokenizer, tools).values())) == sorted(RECIPE["plant"]["offsets"])
 
 

@@ -42,7 +42,6 @@ from adapter.cli.reference_engine import QWEN3, engine_app, tiny_model
 from adapter.cli.results import dropped_groups, format_drops, format_table, in_task_order, write_jsonl
 from adapter.cli.routing import discover, router_notes
 from adapter.config.settings import ROUTER_POLICIES, Settings
-from adapter.engine.client import DEFAULT_MAX_IN_FLIGHT
 from adapter.engine.recording import record_option, start_recording
 from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
 from adapter.episodes.generations import installed
@@ -241,9 +240,10 @@ def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: s
     parser.add_argument("--seed", type=int, default=seed,
                         help=f"seed base: rollout i of the c-th group samples with seed + c×n + i (default {seed}"
                         + (", unseeded)" if seed is None else ")"))
-    parser.add_argument("--max-in-flight", type=_at_least(1), default=DEFAULT_MAX_IN_FLIGHT,
+    concurrency = Settings.sglang_server_concurrency  # Miles' default, one engine
+    parser.add_argument("--max-in-flight", type=_at_least(1), default=concurrency,
                         help="rollouts running at once (each holds one engine request at a time); the others wait "
-                        f"their turn (default {DEFAULT_MAX_IN_FLIGHT}: Miles' sglang_server_concurrency, one engine)")
+                        f"their turn (default {concurrency}: Miles' sglang_server_concurrency, one engine)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
     add_router_policy(parser)
     record_option(parser)

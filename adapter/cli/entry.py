@@ -26,6 +26,7 @@ from adapter.cli.help_text import (
     VERSIONS_HELP,
     add_command,
 )
+from adapter.config.settings import Settings
 from adapter.engine.recording import record_option
 from adapter.errors import VfSglangError
 from adapter.miles.flavor import FLAVORS
@@ -132,9 +133,10 @@ def _add_serve_bridge(commands: Any) -> None:
     add_router_policy(serve)
     serve.add_argument("--read-timeout", type=_positive_seconds, default=600.0,
                        help="seconds one /generate attempt may take, whole body included (finite, > 0)")
-    serve.add_argument("--max-in-flight", type=int, default=512,
-                       help="engine requests on the wire at once; more wait their turn (default: 512, Miles' "
-                       "sglang_server_concurrency for one engine)")
+    concurrency = Settings.sglang_server_concurrency  # Miles' default, one engine
+    serve.add_argument("--max-in-flight", type=int, default=concurrency,
+                       help=f"engine requests on the wire at once; more wait their turn (default: {concurrency}, "
+                       "Miles' sglang_server_concurrency for one engine)")
     serve.add_argument("--session-lru-size", type=int, default=10_000,
                        help="sessions remembered for the first-turn prompt cap (default: 10000)")
     serve.set_defaults(run=_serve_bridge)

@@ -33,6 +33,7 @@ class Cell:
     tox_env: str = ""  # the matrix cell that runs the contract checks and an episode group
     note: str = ""
     untested: bool = False  # decided with the opt-in (ALLOW_UNTESTED_ENV) set
+    httpx2: str = ""  # an httpx2 installed beside it that matters (adapter/versions/breaks.py), else empty
 
 
 CELLS: tuple[Cell, ...] = (
@@ -43,7 +44,8 @@ CELLS: tuple[Cell, ...] = (
     Cell("0.2.1", "0.1.10", tox_env="contract-vf021"),
     Cell("0.2.1", "0.1.12", note="what pip picks for verifiers 0.2.1 by default"),
     Cell("0.3.0", "0.1.12", tox_env="contract-vf030"),
-    Cell("0.3.1", "0.1.12", tox_env="contract-vf031"),
+    Cell("0.3.1", "0.1.12", tox_env="contract-vf031", note="the cell's pins hold httpx2 2.16.2"),
+    Cell("0.3.1", "0.1.12", httpx2="2.17.0", note="what a fresh `pip install verifiers==0.3.1` picks"),
     Cell("0.3.1", "0.1.9"),
     Cell("0.4.0", "0.1.12", tox_env="contract-vf040"),
     Cell("0.4.0", "0.1.10"),
@@ -56,15 +58,16 @@ CELLS: tuple[Cell, ...] = (
 
 
 def render_table() -> str:
-    rows = ["| verifiers | renderers | openai | result | generation | matrix cell | note |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| verifiers | renderers | openai | httpx2 | result | generation | matrix cell | note |",
+            "|---|---|---|---|---|---|---|---|"]
     for cell in CELLS:
-        decision = decide(cell.verifiers, cell.renderers, allow_untested=cell.untested)
+        decision = decide(cell.verifiers, cell.renderers, allow_untested=cell.untested,
+                          beside={"httpx2": cell.httpx2 or None})
         if not decision.supported:
             result = f"refused: {decision.reason}"
         else:
             result = f"runs with a warning: {decision.warning}" if decision.warning else "pass"
-        rows.append(f"| {cell.verifiers} | {cell.renderers} | {cell.openai or '—'} | {result} | "
+        rows.append(f"| {cell.verifiers} | {cell.renderers} | {cell.openai or '—'} | {cell.httpx2 or '—'} | {result} | "
                     f"{decision.generation or '—'} | {f'`{cell.tox_env}`' if cell.tox_env else '—'} | "
                     f"{cell.note or ''} |")
     return "\n".join(rows)

@@ -34,6 +34,7 @@ from adapter.miles.launcher import DEFAULT_RAY_ADDRESS, DEFAULT_TRAIN_SCRIPT
 
 
 def _versions(_: argparse.Namespace) -> int:
+    from adapter.versions import breaks
     from adapter.versions.coinstall import installed_check
     from adapter.versions.gate import installed_decision
 
@@ -51,6 +52,8 @@ def _versions(_: argparse.Namespace) -> int:
     # verifiers' own requirement is a broken install of what the adapter drives (exit 1).
     check = installed_check()
     for line in check.lines():
+        print(line)
+    for line in breaks.lines():
         print(line)
     broken = check.broken_reason
     if broken is not None:

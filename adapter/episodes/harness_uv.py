@@ -45,7 +45,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 from adapter.episodes.caches import user_cache_dir
+from adapter.episodes.harness_pins import MARK, program_attribute
 from adapter.errors import HarnessEnvironmentError
 
 logger = logging.getLogger(__name__)
@@ -63,8 +63,6 @@ OFFLINE = {"UV_OFFLINE": "1"}
 BYTECODE = {"UV_COMPILE_BYTECODE": "1"}
 # Who already decided the preparation's UV_OFFLINE (the release: 0.4.0 forces it), in that order.
 FixedBy = Literal["the installed verifiers", "the harness env", "this process' environment"]
-# The module attribute each release keeps its harness program in (0.2.x/0.3.x; 0.4.0's null harness).
-PROGRAM_ATTRIBUTES = ("PROGRAM_SOURCE", "CHAT_PROGRAM_SOURCE")
 _PEP723 = re.compile(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
 _ready: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, str]] = {}
 
@@ -72,12 +70,9 @@ _ready: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, str]] = {}
 def program_source(harness_cls: type) -> str | None:
     """The PEP 723 program a harness class' module carries, or None (a harness that builds its
     program otherwise is left as Verifiers runs it)."""
-    module = sys.modules.get(harness_cls.__module__)
-    for name in PROGRAM_ATTRIBUTES:
-        source = getattr(module, name, None)
-        if isinstance(source, str) and _PEP723.search(source):
-            return source
-    return None
+    found = program_attribute(harness_cls)
+    source = None if found is None else getattr(*found)
+    return source if isinstance(source, str) and _PEP723.search(source) else None
 
 
 def offline_env(script: str, harness_env: Mapping[str, str], *,
@@ -198,8 +193,9 @@ def _refusal(uv: str, path: Path, env: Mapping[str, str], cached: _Sync | None, 
     where = f"UV_CACHE_DIR={cache}" if cache else "uv's default cache (`uv cache dir`)"
     pins = [f"{k}={env[k]}" for k in ("UV_CACHE_DIR", "UV_EXCLUDE_NEWER") if env.get(k)]
     fill = "`" + " ".join([*pins, uv, "sync", "--script", str(path)]) + "`"
-    head = (f"the harness program (a uv script; dependencies {', '.join(_dependencies(path)) or 'none'}) cannot be "
-            "prepared: ")
+    held = ", held to this environment's versions (adapter.episodes.harness_pins)" if MARK in path.read_text() else ""
+    head = (f"the harness program (a uv script; dependencies {', '.join(_dependencies(path)) or 'none'}{held}) "
+            "cannot be prepared: ")
     if fixed_by == "the installed verifiers":
         return (head + f"the installed verifiers prepares it with UV_OFFLINE={env['UV_OFFLINE']}, so UV_OFFLINE=1 "
                 f"cannot help, and asking the index failed (uv sync --script: {fetched.detail}). Make a package "

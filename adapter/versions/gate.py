@@ -1,8 +1,11 @@
 """The version gate: installed verifiers/renderers → a Verifiers API generation, or a refusal.
 
 Generation "A" is verifiers 0.2.x; "B" is 0.3.x and 0.4.0.
-Every refusal names the exact reason and the fix, and the fix is always a pair the version matrix
-proves (`PROVEN`: one tox.ini `contract-vf*` cell each), of the refused release's own generation.
+A release beside verifiers that is known to break it (`adapter.versions.breaks`: httpx2 >= 2.17.0
+beside 0.3.x) is refused too, naming the install that avoids it.
+Every refusal names the exact reason and the fix, and the fix of a verifiers/renderers pair is always
+a pair the version matrix proves (`PROVEN`: one tox.ini `contract-vf*` cell each), of the refused
+release's own generation.
 A verifiers newer than the newest known release is refused unless `ALLOW_UNTESTED_ENV` is set:
 then it runs as the newest known generation, untested, with a warning. Versions are read from
 package metadata (`importlib.metadata`), so the gate costs no heavy import. The table it decides
@@ -16,10 +19,12 @@ import importlib.util
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from adapter.errors import UnsupportedVersionError
+from adapter.versions import breaks
 
 Generation = Literal["A", "B"]
 
@@ -111,9 +116,10 @@ class VersionDecision:
 
 def decide(
     verifiers: str | None, renderers: str | None, *, has_transformers: bool = True,
-    allow_untested: bool = False,
+    allow_untested: bool = False, beside: Mapping[str, str | None] | None = None,
 ) -> VersionDecision:
-    """The gate as a pure function of the installed versions (and the untested opt-in)."""
+    """The gate as a pure function of the installed versions (and the untested opt-in). `beside`:
+    the installed versions of the packages a known break names (`adapter.versions.breaks`)."""
 
     def refuse(reason: str, generation: Generation | None = None) -> VersionDecision:
         return VersionDecision(verifiers, renderers, generation, reason)
@@ -157,6 +163,10 @@ def decide(
         if rd < floor:
             need = ".".join(map(str, floor))
             return refuse(f"{who} needs renderers >= {need} (got {renderers}): {fix_for(verifiers)}", generation)
+    hit = breaks.broken_by(verifiers, beside or {})
+    if hit is not None:
+        row, installed = hit
+        return refuse(row.reason(verifiers, installed), generation)
     if not has_transformers:
         return refuse(f"renderers {renderers} is installed without transformers, which it needs "
                       "to load tokenizers: pip install transformers", generation)
@@ -184,6 +194,7 @@ def installed_decision() -> VersionDecision:
         _installed("renderers"),
         has_transformers=importlib.util.find_spec("transformers") is not None,
         allow_untested=allow_untested(),
+        beside={name: _installed(name) for name in breaks.PACKAGES},
     )
 
 

@@ -10,6 +10,7 @@ from e2e.plans.steps import BUNDLED, REPO, ROLLOUT_OK_EXIT, Step, check_step
 # What generation B's venv of the SGLang rehearsal installs beside verifiers 0.4.0 (tox's matrix
 # cells install the same file).
 CONTRACT_REQUIREMENTS = REPO / "e2e" / "requirements-contract.txt"
+VF040_PINS = REPO / "e2e" / "pins" / "contract-vf040.txt"  # the contract-vf040 cell's transitive pins
 
 
 # Tasksets whose recorded rollouts on real SGLang must be multi-turn: the least share of samples
@@ -70,7 +71,7 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
         steps += [
             Step("venv-vf040", ("uv", "venv", "--clear", "--python", py, vf040), produces=(vf040,), timeout_s=300),
             Step("install-vf040", ("uv", "pip", "install", "--compile-bytecode", "--python", b_py, "verifiers==0.4.0",
-                                   "-r", str(CONTRACT_REQUIREMENTS)), timeout_s=1800),
+                                   "-r", str(CONTRACT_REQUIREMENTS), "-c", str(VF040_PINS)), timeout_s=1800),
             *_rollouts_and_verify(b_py, url, REPO / "fixtures" / "envs" / "b", run, label="b-", groups=groups, n=n,
                                   tasksets=tasksets, env=b_env, record=True),
         ]

@@ -11,7 +11,7 @@ from tools.canary.report import Canary, render_section
 from tools.canary.runner import CellResult
 
 TODAY = {"verifiers": "0.4.0", "renderers": "0.1.12", "openai": "3.57.0", "transformers": "5.24.0",
-         "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10"}
+         "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10", "verifiers-b03": "0.3.1"}
 
 
 def _plan(**newer: str) -> dict[str, tuple[str, str, bool, bool, bool]]:
@@ -20,16 +20,20 @@ def _plan(**newer: str) -> dict[str, tuple[str, str, bool, bool, bool]]:
 
 @pytest.mark.parametrize(("newer", "expected"), [
     pytest.param({}, {"newest": ("0.4.0", "0.1.12", True, True, False),
+                      "generation-b-0.3": ("0.3.1", "0.1.12", True, True, False),
                       "generation-a": ("0.2.1", "0.1.10", True, True, False)}, id="today"),
     pytest.param({"renderers": "0.1.13"}, {"newest": ("0.4.0", "0.1.13", True, True, False),
+                                          "generation-b-0.3": ("0.3.1", "0.1.13", True, True, False),
                                           "generation-a": ("0.2.1", "0.1.10", True, True, False)},
                  id="a newer renderers inside the accepted range gates the build"),
     pytest.param({"verifiers": "0.4.1"}, {"newest": ("0.4.1", "0.1.12", True, False, True),
                                          "renderers-under-0.4.0": ("0.4.0", "0.1.12", True, True, False),
+                                         "generation-b-0.3": ("0.3.1", "0.1.12", True, True, False),
                                          "generation-a": ("0.2.1", "0.1.10", True, True, False)},
                  id="a verifiers the gate refuses runs past it, reported"),
     pytest.param({"verifiers": "1.0.0"}, {"newest": ("1.0.0", "0.1.12", False, False, False),
                                          "renderers-under-0.4.0": ("0.4.0", "0.1.12", True, True, False),
+                                         "generation-b-0.3": ("0.3.1", "0.1.12", True, True, False),
                                          "generation-a": ("0.2.1", "0.1.10", True, True, False)},
                  id="a new major is refused outright: not run"),
 ])
@@ -44,9 +48,16 @@ def test_a_cell_past_the_gate_runs_with_the_opt_in_and_names_the_refusal() -> No
 
 
 def test_generation_a_cells_install_mcp_1_and_every_cell_takes_openai_and_transformers_unpinned() -> None:
-    newest, generation_a = contract_cells(TODAY)
+    newest, _, generation_a = contract_cells(TODAY)
     assert newest.requirements == ("verifiers==0.4.0", "renderers==0.1.12", "openai", "transformers")
     assert "mcp>=1.14.1,<2" in generation_a.requirements
+    assert "httpx2" not in " ".join(newest.requirements + generation_a.requirements)
+
+
+def test_the_0_3_cell_takes_openai_unbounded_and_the_newest_httpx2_below_the_known_break() -> None:
+    cell = next(c for c in contract_cells(TODAY) if c.name == "generation-b-0.3")
+    assert cell.requirements == ("verifiers==0.3.1", "renderers==0.1.12", "openai", "transformers", "httpx2<2.17")
+    assert cell.gating and cell.decision.supported
 
 
 def _canary(newest_outcome: Outcome, *, verifiers: str = "0.4.0", schema: Outcome | None = None) -> Canary:

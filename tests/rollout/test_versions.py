@@ -69,3 +69,36 @@ def test_cli_versions_prints_the_refusal(monkeypatch, capsys) -> None:
     monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": "0.2.0"}.get(name, "0.1.12"))
     assert main(["versions"]) == 1
     assert "refused: renderers 0.1.12 breaks verifiers 0.2.0" in capsys.readouterr().out
+
+
+# (verifiers, httpx2 installed beside it) → served, or refused naming the fix (adapter/versions/breaks.py)
+BESIDE = [
+    ("0.3.1", "2.17.0", False),
+    ("0.3.0", "2.18.1", False),
+    ("0.3.1", "2.16.2", True),
+    ("0.3.1", None, True),
+    ("0.4.0", "2.17.0", True),
+    ("0.2.0", "2.17.0", True),
+]
+
+
+@pytest.mark.parametrize(("verifiers", "httpx2", "served"), BESIDE)
+def test_verifiers_0_3_beside_httpx2_2_17_is_refused_before_any_episode_naming_the_fix(
+        verifiers, httpx2, served) -> None:
+    renderers = "0.1.10" if verifiers.startswith("0.2.") else "0.1.12"
+    decision = decide(verifiers, renderers, beside={"httpx2": httpx2})
+    assert decision.supported is served
+    if not served:
+        assert f"httpx2 {httpx2} breaks verifiers {verifiers}" in decision.reason
+        assert decision.reason.endswith('pip install "httpx2<2.17"')
+
+
+def test_cli_versions_refuses_verifiers_0_3_beside_a_new_httpx2_and_names_the_fix(monkeypatch, capsys) -> None:
+    import adapter.versions.gate as versions
+
+    installed = {"verifiers": "0.3.1", "renderers": "0.1.12", "httpx2": "2.17.0"}
+    monkeypatch.setattr(versions, "_installed", installed.get)
+    assert main(["versions"]) == 1
+    out = capsys.readouterr().out
+    assert 'refused: httpx2 2.17.0 breaks verifiers 0.3.1' in out and 'pip install "httpx2<2.17"' in out
+    assert 'known break: verifiers>=0.3.0,<0.4.0 with httpx2>=2.17.0 is refused; fix: pip install "httpx2<2.17"' in out

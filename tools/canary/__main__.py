@@ -2,6 +2,7 @@
 
     run  [--write] [--find-links DIR] [--cell NAME] [--no-schema] [--exitfirst] [--run-dir DIR]
     bump PACKAGE [VERSION]
+    pins [--cell ENV]... [--check]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools.canary import bump as bumping
+from tools.canary import pins as pinning
 from tools.canary.cells import RESOLVE, SchemaCell, contract_cells
 from tools.canary.releases import ResolveError, newest
 from tools.canary.report import Canary, render_section
@@ -74,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bump_cmd.add_argument("package", choices=sorted(bumping.BY_NAME))
     bump_cmd.add_argument("version", nargs="?", help="default: the newest published")
     bump_cmd.set_defaults(run=bumping.main)
+    pins_cmd = sub.add_parser("pins", help="write the matrix cells' transitive pins (e2e/pins/<cell>.txt)")
+    pins_cmd.add_argument("--cell", action="append", default=[], help="only the cells named (repeatable)")
+    pins_cmd.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file misses a direct dep")
+    pins_cmd.set_defaults(run=pinning.main)
     args = parser.parse_args(argv)
     return int(args.run(args))
 

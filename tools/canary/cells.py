@@ -1,7 +1,8 @@
 """What the canary runs for a set of newest releases, and which results may fail the build (pure).
 
 A contract cell installs one verifiers/renderers pair exactly, openai and transformers unpinned (the
-newest that pair allows), and runs tests/contract. The gate (`adapter.versions.gate.decide`)
+newest that pair allows, below the gate's known breaks: `adapter.versions.breaks.bounds_for`), and
+runs tests/contract. The gate (`adapter.versions.gate.decide`)
 sorts each pair: accepted as installed → the cell gates the build; refused only because verifiers is
 newer than the adapter knows → the cell runs under the opt-in and is reported; refused as a known
 break → not run, reported with the gate's reason. The sglang schema cell always gates: the adapter
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from adapter.versions.breaks import bounds_for
 from adapter.versions.gate import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, VersionDecision, decide
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
 
@@ -24,6 +26,8 @@ RESOLVE: dict[str, str] = {
     "sglang": "sglang", "smg": "smg",
     # generation A's newest pair the gate accepts (its line, and renderers below the known break)
     "verifiers-a": "verifiers>=0.2,<0.3", "renderers-a": "renderers>=0.1.8,<0.1.11",
+    # generation B's 0.3 line: openai unbounded (0.4.0 pins openai<3), so openai 3.x and its httpx2
+    "verifiers-b03": "verifiers>=0.3,<0.4",
 }
 UNPINNED = ("openai", "transformers")  # every contract cell takes the newest its pair allows
 GENERATION_A_EXTRA = ("mcp>=1.14.1,<2",)  # verifiers 0.2.x's tool servers need mcp 1.x (tox.ini's cells)
@@ -42,7 +46,8 @@ class ContractCell:
     @property
     def requirements(self) -> tuple[str, ...]:
         extra = GENERATION_A_EXTRA if self.decision.generation == "A" else ()
-        return (f"verifiers=={self.verifiers}", f"renderers=={self.renderers}", *UNPINNED, *extra)
+        return (f"verifiers=={self.verifiers}", f"renderers=={self.renderers}", *UNPINNED, *extra,
+                *bounds_for(self.verifiers))
 
     @property
     def env(self) -> dict[str, str]:
@@ -68,9 +73,12 @@ def contract_cell(name: str, verifiers: str, renderers: str) -> ContractCell:
 
 def contract_cells(newest: Mapping[str, str]) -> list[ContractCell]:
     """The newest pair; the newest renderers under the newest known verifiers (when verifiers moved
-    past it); generation A's newest accepted pair. A pair already planned is not planned twice."""
+    past it); the newest 0.3.x with the newest renderers (openai unbounded: the newest openai 3.x and
+    httpx2 it takes, below a known break: `bounds_for`); generation A's newest accepted pair. A pair
+    already planned is not planned twice."""
     wanted = [("newest", newest["verifiers"], newest["renderers"]),
               (f"renderers-under-{NEWEST_KNOWN}", NEWEST_KNOWN, newest["renderers"]),
+              ("generation-b-0.3", newest["verifiers-b03"], newest["renderers"]),
               ("generation-a", newest["verifiers-a"], newest["renderers-a"])]
     cells: list[ContractCell] = []
     for name, verifiers, renderers in wanted:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from adapter.versions.breaks import bounds_for
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
 from tools.canary.cells import ContractCell, SchemaCell
 from tools.canary.rules import current_pin
@@ -83,10 +84,13 @@ def package_rows(canary: Canary) -> list[str]:
 
 
 def cell_rows(canary: Canary) -> list[str]:
-    rows = [_row("cell", "verifiers", "renderers", "openai", "transformers", "gate", "result", "fails the build"),
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [_row("cell", "verifiers", "renderers", "openai", "httpx2", "transformers", "gate", "result",
+                 "fails the build"), "|---|---|---|---|---|---|---|---|---|"]
     for cell, result in canary.cells:
+        bounded = bounds_for(cell.verifiers)
+        bounds = "; bounded " + ", ".join(f"`{b}`" for b in bounded) if bounded else ""
         rows.append(_row(f"`{cell.name}`", cell.verifiers, cell.renderers, result.installed.get("openai", "—"),
+                         result.installed.get("httpx2", "—") + bounds,
                          result.installed.get("transformers", "—"), cell.verdict, _result(result),
                          "yes" if cell.gating else "no (reported)"))
     return rows

@@ -119,6 +119,25 @@ NOT_IN_CI: dict[str, str] = {
                  "e2e/judges/verify.py, and contract-vf040 runs a real episode group on 0.4.0",
 }
 
+# What a CI run resolves against the package index, and how: each is pinned, or resolved fresh, so
+# a green run on a machine with a warm uv cache is green on a fresh one (docs/ci.md prints this).
+RESOLVED: tuple[tuple[str, str], ...] = (
+    ("the default lanes (fast, lint, e2e, sglang-schema, router, rl-cpu, miles, sglang-cpu*)",
+     "pinned: `uv.lock`, installed exactly (tox-uv's uv-venv-lock-runner)"),
+    ("the matrix cells (`contract-vf*`)",
+     "pinned: each installs under `e2e/pins/<cell>.txt`, every transitive package "
+     "(`python -m tools.canary pins` writes them; a test keeps them equal to tox.ini's pairs and clear of "
+     "the gate's known breaks)"),
+    ("SGLang's and Miles' venvs on CPU", "pinned: `e2e/sglang_cpu/requirements/sglang-<V>.txt`, "
+     "`e2e/miles_cpu/requirements/`; generation B's rollout venv under `e2e/pins/contract-vf040.txt`"),
+    ("each harness program's uv script environment",
+     "pinned: held to its lane's versions (`adapter.episodes.harness_pins`: the program carries "
+     "`[tool.uv] constraint-dependencies`, and Verifiers keys its environment by the program's digest); a "
+     "date-pinned harness (`UV_EXCLUDE_NEWER`) resolves as of its date"),
+    ("the canary", "fresh: the newest releases on the index, on purpose (uv revalidates the index's "
+     "answers: PyPI's simple pages may be cached 10 minutes)"),
+)
+
 MOVED: tuple[tuple[str, str], ...] = (
     ("the CPU tier on verifiers 0.4.0 (generation B), verified (e2e-vf040)",
      "sglang-cpu: generation B's recorded rollouts on real SGLang, verified by the same e2e/judges/verify.py; "

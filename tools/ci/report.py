@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, STAGES
+from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, RESOLVED, STAGES
 from tools.ci.runner import Result
 
 _SLOWEST = re.compile(r"^=+ slowest (\d+) durations =+$")
@@ -100,6 +100,9 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
         if slow:
             out += ["Its ten slowest tests:", "", "| seconds | test |", "|---|---|"]
             out += [f"| {seconds:.1f} | `{test}` |" for seconds, test in slow]
+    out += ["", "## What a run resolves: pinned or fresh, never a warm cache's", "",
+            "| what | how |", "|---|---|"]
+    out += [f"| {what} | {how} |" for what, how in RESOLVED]
     out += ["", "## Claims that moved", "", "| claim | where it lives now |", "|---|---|"]
     out += [f"| {claim} | {where} |" for claim, where in MOVED]
     out += ["", "## tox envs CI does not run", "", "| env | why |", "|---|---|"]

@@ -38,7 +38,8 @@ from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
 from adapter.config.settings import Settings
 from adapter.episodes.caches import with_harness_cache
 from adapter.episodes.generations import unsupported_feature
-from adapter.episodes.harness_uv import prepared_env, program_source
+from adapter.episodes.harness_pins import hold
+from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import explicit_advice, renderer_identity
 from adapter.episodes.tokenizer_imports import import_tokenizer_classes
 from adapter.errors import ConfigurationError, EpisodeError, UnsupportedRequestError
@@ -239,12 +240,15 @@ def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def ready_harness_program(harness: Any) -> None:
-    """Prepare a subprocess-runtime harness' uv program before any episode (`adapter.episodes.harness_uv`):
+    """Hold a subprocess-runtime harness' uv program to this environment's versions
+    (`adapter.episodes.harness_pins`) and prepare it before any episode (`adapter.episodes.harness_uv`):
     its env gains UV_OFFLINE=1 once uv's cache holds the program, and UV_COMPILE_BYTECODE=1 (0.2.x
     hands the harness env to the preparation), or `HarnessEnvironmentError`. A container or
     sandbox runtime has its own uv."""
-    source = program_source(type(harness))
-    if source is not None and harness.config.runtime.type == "subprocess":
+    if harness.config.runtime.type != "subprocess":
+        return
+    source = hold(type(harness), harness.config.resolved_env)
+    if source is not None:
         harness.config.env.update(prepared_env(source, harness.config.resolved_env))
 
 

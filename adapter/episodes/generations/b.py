@@ -41,7 +41,8 @@ from typing import Any
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.episodes.generations import unsupported_feature
-from adapter.episodes.harness_uv import prepared_env, program_source
+from adapter.episodes.harness_pins import hold
+from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import renderer_identity
 from adapter.episodes.tokenizer_imports import import_tokenizer_classes
 from adapter.errors import ConfigurationError, EpisodeError, UnsupportedFeatureError
@@ -246,8 +247,9 @@ def _load_env(config_data: Mapping[str, Any]) -> Any:
 
 
 def ready_harness_programs(config: Any) -> None:
-    """Prepare each subprocess-runtime agent harness' uv program before any episode
-    (`adapter.episodes.harness_uv`), in the validated config Verifiers is about to load. 0.3.x hands
+    """Hold each subprocess-runtime agent harness' uv program to this environment's versions
+    (`adapter.episodes.harness_pins`) and prepare it before any episode (`adapter.episodes.harness_uv`),
+    in the validated config Verifiers is about to load. 0.3.x hands
     the harness env to the preparation: it gains UV_OFFLINE=1 once uv's cache holds the program, and
     UV_COMPILE_BYTECODE=1.
     0.4.0 prepares with UV_OFFLINE=false (`PREPARE_FORCES`): the program is checked under that,
@@ -259,6 +261,6 @@ def ready_harness_programs(config: Any) -> None:
     for name in type(config).model_fields:
         agent = getattr(config, name)
         if isinstance(agent, vf.AgentConfig) and agent.harness is not None and agent.runtime.type == "subprocess":
-            source = program_source(harness_class(agent.harness.id))
+            source = hold(harness_class(agent.harness.id), agent.harness.resolved_env)
             if source is not None:
                 agent.harness.env.update(prepared_env(source, agent.harness.resolved_env, forced=forced))

@@ -1,0 +1,57 @@
+"""Each matrix cell installs under its transitive pins (`tools.canary.pins`): what it proves does not
+change with the day it runs, and no cell is pinned into a co-install the gate refuses."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from adapter.versions.breaks import PACKAGES
+from adapter.versions.gate import decide
+from tests.rollout.test_refusals import _contract_cells
+from tools.canary.pins import known_break_bounds, pinned, pins_file
+from tools.ci.lanes import MATRIX
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "e2e" / "requirements-contract.txt"
+
+
+def _direct(path: Path) -> list[str]:
+    return [canonicalize_name(Requirement(line).name) for line in path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.mark.parametrize("cell", MATRIX)
+def test_a_cell_installs_under_pins_that_hold_its_own_pair_and_every_contract_requirement(cell: str) -> None:
+    pins = pinned(pins_file(cell).read_text())
+    exact = _contract_cells()[cell]
+    assert {name: pins[name] for name in exact} == exact, f"{pins_file(cell).name} disagrees with tox.ini's {cell}"
+    assert set(_direct(CONTRACT)) <= set(pins), "a contract requirement is left to the day the cell runs"
+
+
+@pytest.mark.parametrize("cell", MATRIX)
+def test_no_cell_is_pinned_into_a_co_install_the_gate_refuses(cell: str) -> None:
+    pins = pinned(pins_file(cell).read_text())
+    decision = decide(pins["verifiers"], pins["renderers"], beside={name: pins.get(name) for name in PACKAGES})
+    assert decision.supported, decision.reason
+
+
+def test_every_matrix_cell_reads_its_pins_file_in_tox() -> None:
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(REPO / "tox.ini")
+    section = next(s for s in tox.sections() if s.startswith("testenv:contract-vf"))
+    assert "-c{toxinidir}/e2e/pins/{envname}.txt" in tox[section]["deps"].split()
+    assert "-c{toxinidir}/e2e/pins/contract-vf040.txt" in tox["testenv:e2e-vf040"]["deps"].split()
+
+
+@pytest.mark.parametrize(("deps", "bounds"), [
+    (["-r x.txt", "verifiers==0.3.1", "renderers==0.1.12"], ("httpx2<2.17",)),
+    (["verifiers==0.4.0", "renderers==0.1.12"], ()),
+    (["verifiers==0.2.0", "mcp>=1.14.1,<2"], ()),
+])
+def test_a_cells_pins_keep_its_verifiers_clear_of_known_breaks(deps: list[str], bounds: tuple[str, ...]) -> None:
+    assert known_break_bounds(deps) == bounds

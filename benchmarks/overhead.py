@@ -7,9 +7,9 @@ the bare handler, generation A's door, generation B's served path in this loop a
 process, generation B's client alone). Every round runs each path `--per-round` times in a fresh
 random order; a path's added time in a round is its mean time minus the floor's mean time in the
 same round; medians with 95 % bootstrap CIs over rounds. Goals (docs/performance.md): gen-A door ≤ 60 µs,
-gen-B ≤ 300 µs over the floor, per-turn growth ≤ 10 µs per 1k prompt tokens (gen-A door over the
-floor, prompts of 300 → 25,700 tokens: turns 1 → 128 of a 200-token-per-turn session), and trace →
-Sample conversion ≥ 8 M tokens/s.
+gen-B ≤ 300 µs over the floor, and per-turn growth ≤ 10 µs per 1k prompt tokens (gen-A door over
+the floor, prompts of 300 → 25,700 tokens: turns 1 → 128 of a 200-token-per-turn session). Trace →
+Sample conversion has its own benchmark: `benchmarks.conversion`.
 
     uv run python -m benchmarks.overhead [--write]      # about two minutes on two busy cores
     uv run python -m benchmarks.overhead --tiny         # the fast test's size
@@ -48,7 +48,6 @@ FLOOR = "floor"
 GOALS = {"gen-A door": (60.0, "generation A door (DirectBridgeClient + Renderers' parsing)"),
          "gen-B": (300.0, "generation B path (Verifiers 0.4.0's client → bridge served in its loop)")}
 GROWTH_GOAL = 10.0  # µs per 1k prompt tokens, gen-A door over the floor
-CONVERSION_GOAL = 8e6  # tokens/s
 
 
 async def paired(paths: dict[str, Path], tokens: list[int], rounds: int, per_round: int,
@@ -137,28 +136,6 @@ async def per_turn(paths: dict[str, Path], args: argparse.Namespace) -> list[str
             f"over the turns above; {args.turn_rounds} paired rounds per turn).", ""]
 
 
-def conversion(args: argparse.Namespace) -> list[str]:
-    from adapter.samples.conversion import trace_to_samples
-    from conformance.traces import TraceSpec, Turn, build_trace
-
-    turns = tuple(Turn([1000 + i for i in range(args.conv_tokens // 32)], [-0.5] * (args.conv_tokens // 32),
-                       followup_ids=[7] * (args.conv_tokens // 32 - 3)) for _ in range(16))
-    traces = [build_trace(TraceSpec(turns=turns)) for _ in range(8)]
-    tokens = sum(len(t.branches[-1].token_ids) for t in traces)
-    best = []
-    for _ in range(args.conv_repeats):
-        started = time.perf_counter()
-        for trace in traces:
-            trace_to_samples(trace, rollout_id=0)
-        best.append(time.perf_counter() - started)
-    rate = tokens / statistics.median(best)
-    args.goals.append((f"trace → Sample ≥ {CONVERSION_GOAL / 1e6:.0f} M tokens/s (8 × 32k-token traces)",
-                       f"{rate / 1e6:.1f} M tokens/s", rate >= CONVERSION_GOAL))
-    return [f"8 traces × {tokens // 8:,} tokens (16 turns, half sampled): **{rate / 1e6:.1f} M tokens/s** "
-            f"(median of {args.conv_repeats}; `adapter.samples.conversion.trace_to_samples`, Verifiers' branch "
-            "assembly included).", ""]
-
-
 async def run(args: argparse.Namespace) -> list[str]:
     lines = [f"Machine: {machine()}.", ""]
     args.goals = []
@@ -181,7 +158,6 @@ async def run(args: argparse.Namespace) -> list[str]:
                 await client.close()
         await engine.aclose()
         await own.aclose()
-    lines += ["### Trace → Sample conversion", "", *conversion(args)]
     return [*lines[:2], *goal_table(args.goals), *lines[2:]]
 
 
@@ -191,8 +167,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-round", type=int, default=5)
     parser.add_argument("--turns", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
     parser.add_argument("--turn-rounds", type=int, default=40)
-    parser.add_argument("--conv-tokens", type=int, default=32_768)
-    parser.add_argument("--conv-repeats", type=int, default=5)
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
                         help="the loop driving the paths (asyncio: what `vf-sglang rollout` and Miles run episodes on)")
     parser.add_argument("--tiny", action="store_true", help="every scenario at a test's size")
@@ -200,7 +174,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.tiny:
         args.rounds, args.per_round, args.turns, args.turn_rounds = 3, 1, [1, 4], 2
-        args.conv_tokens, args.conv_repeats = 1024, 1
     return args
 
 

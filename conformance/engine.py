@@ -91,7 +91,8 @@ class ScriptedEngine:
             return httpx.Response(step.status or 200, json=step.body)
         output = sglang_output(step.ids, step.logprobs, finish=step.finish,
                                request_id=f"sglang-{len(self.requests)}",
-                               prompt_tokens=len(body.get("input_ids", [])))
+                               prompt_tokens=len(body.get("input_ids", [])),
+                               top_logprobs_num=body.get("top_logprobs_num"))
         return httpx.Response(200, json=output)
 
     def handle(self, request: httpx.Request) -> httpx.Response:

@@ -7,7 +7,8 @@ one place: top-level `text` and `output_ids`; `meta_info` with `id`, `finish_rea
 `completion_tokens`, `cached_tokens`, `reasoning_tokens`, `num_retractions`, `weight_version`,
 `e2e_latency`, and with logprobs `input_token_logprobs` (empty: the default logprob_start_len
 asks for none), `output_token_logprobs: [[logprob, id, None], ...]` and
-`output_token_logprobs_length`. `tox -e sglang-schema` checks this shape against the sglang
+`output_token_logprobs_length`, and with `top_logprobs_num` `output_top_logprobs` (per token, that
+many `[logprob, id, None]`). `tox -e sglang-schema` checks this shape against the sglang
 wheels' own source (conformance/sglang_schema.py).
 """
 
@@ -36,8 +37,9 @@ def sglang_output(
     prompt_tokens: int = 0,
     text: str = "",
     weight_version: str = "default",
+    top_logprobs_num: int | None = None,
 ) -> dict[str, Any]:
-    return {
+    output = {
         "text": text,
         "output_ids": list(ids),
         "meta_info": {
@@ -58,3 +60,15 @@ def sglang_output(
             "output_token_logprobs_length": len(ids),
         },
     }
+    if top_logprobs_num:
+        output["meta_info"]["output_top_logprobs"] = [top_candidates(i, lp, top_logprobs_num)
+                                                      for i, lp in zip(ids, logprobs, strict=True)]
+    return output
+
+
+def top_candidates(token_id: int, logprob: float, count: int) -> list[list[Any]]:
+    """`count` candidates `[logprob, id, None]`, most likely first, as SGLang sends them per token
+    with `top_logprobs_num`: the sampled token first, then ids beside it, each far less likely
+    (their probabilities keep the head's sum below 1)."""
+    others = [[min(logprob, 0.0) - 10.0 - rank, (token_id + rank + 1) % 151_000, None] for rank in range(count - 1)]
+    return [[logprob, token_id, None], *others]

@@ -37,6 +37,7 @@ class TraceSpec:
     stop_condition: str | None = "agent_completed"
     error: tuple[str, str] | None = None  # (type, message)
     extra_branches: int = 0  # leaves forked from the prompt node (compaction, sub-agents)
+    dropped: str | None = None  # the reason a judge left the trace out of training (`Trace.drop`)
 
 
 def build_trace(spec: TraceSpec = TraceSpec()) -> Any:
@@ -89,7 +90,7 @@ def build_trace(spec: TraceSpec = TraceSpec()) -> Any:
             )
         )
     errors = [Error(type=spec.error[0], message=spec.error[1])] if spec.error else []
-    return Trace(
+    trace = Trace(
         task=TraceTask(type="Task", data=data),
         nodes=nodes if spec.turns or spec.extra_branches else [],
         rewards=dict(spec.rewards),
@@ -98,3 +99,57 @@ def build_trace(spec: TraceSpec = TraceSpec()) -> Any:
         errors=errors,
         is_completed=True,
     )
+    if spec.dropped is None:
+        return trace
+    if callable(getattr(trace, "drop", None)):  # verifiers 0.4.1 on: the release's own drop
+        trace.drop(spec.dropped)
+        return trace
+    return Dropped(trace, spec.dropped)
+
+
+class Dropped:
+    """A trace read with `dropped` set, for releases whose traces have no such field (before 0.4.1):
+    every other attribute is the trace's."""
+
+    def __init__(self, trace: Any, reason: str) -> None:
+        self._trace = trace
+        self.dropped = reason
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._trace, name)
+
+
+@dataclass(frozen=True)
+class NumpyBranch:
+    """A branch whose streams are numpy arrays, as verifiers 0.4.1 on stores them (int32 ids, bool
+    mask, float32 logprobs)."""
+
+    index: int
+    token_ids: Any
+    sampled_mask: Any
+    logprobs: Any
+
+
+class NumpyStreams:
+    """A trace read through `numpy_streams`: every attribute is the trace's, but `branches`, whose
+    streams are numpy arrays (for the releases whose own traces still hold lists)."""
+
+    def __init__(self, trace: Any) -> None:
+        import numpy as np
+
+        self._trace = trace
+        self.branches = [NumpyBranch(b.index, np.asarray(b.token_ids, dtype=np.int32),
+                                     np.asarray(b.sampled_mask, dtype=bool), np.asarray(b.logprobs, dtype=np.float32))
+                         for b in trace.branches]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._trace, name)
+
+
+def numpy_streams(trace: Any) -> Any:
+    """`trace` with numpy branch streams: as-is where the installed Verifiers already stores them."""
+    import numpy as np
+
+    if all(isinstance(b.token_ids, np.ndarray) for b in trace.branches):
+        return trace
+    return NumpyStreams(trace)

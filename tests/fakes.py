@@ -6,7 +6,8 @@ raises a plain exception), "config" (the episode's request is refused by the rea
 a multimodal body, answered 400; the trace only records the status, as Verifiers would), "hang"
 (never finishes until cancelled), "branches" (one trace with 3 branches: compaction/sub-agents),
 "truncated" (one trace cut at the length limit), "nokey" (one healthy trace without the
-`correct` reward), "error_nokey" (one errored trace with no rewards at all).
+`correct` reward), "error_nokey" (one errored trace with no rewards at all), "dropped" (one trace a
+judge left out of training: `Trace.dropped`).
 
 With `engine_meta`, every trace's session gets one SGLang answer recorded in the bridge's
 stats (as the bridge does after each engine call), its `meta_info` updated with engine_meta.
@@ -79,6 +80,7 @@ class FakeBackend:
             "branches": dataclasses.replace(good, extra_branches=2),
             "nokey": dataclasses.replace(good, rewards={"other": 1.0}),
             "error_nokey": dataclasses.replace(good, error=("ProviderError", "engine 502"), rewards={}),
+            "dropped": dataclasses.replace(good, dropped="rubric: correct=unsure"),
         }.get(behaviour)
         traces = [build_trace(good) for _ in range(n - 1)] + [build_trace(bad or good)]
         if self.engine_meta is not None:

@@ -150,7 +150,7 @@ async def _generate(state: BridgeState, body: bytes | Mapping[str, Any], session
     prompt_len = len(request.payload["input_ids"])
     budget = state.budgets.for_turn(session_id, prompt_len)
     output = await state.engine.generate(request, budget=budget)
-    reply = Reply(200, dumps(to_renderers_response(output)))
+    reply = Reply(200, dumps(to_renderers_response(output, top_logprobs=request.payload.get("top_logprobs_num"))))
     state.budgets.settle(session_id, prompt_len)
     state.stats.record(session_id, output.meta_info, prompt_len=prompt_len)  # a validated output only
     return reply

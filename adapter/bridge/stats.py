@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.bridge.lru import BoundedLRU
+from adapter.wire.translate import weight_spans
 from adapter.wire.types import MetaInfo
 
 # Miles' `Sample.SpecInfo` field ← the `meta_info` counter SGLang sends for it
@@ -58,18 +59,9 @@ class TurnVersions:
 
 
 def turn_versions(meta: MetaInfo, output_start: int) -> TurnVersions:
-    """One answer's spans as Miles' `WeightVersionsPerCall.from_meta_info` reads them: 0.5.23's
-    `weight_versions` spans (an open end is the output's end), else `weight_version` over the
-    whole output; empty spans are dropped, as Miles drops them."""
-    output_len = len(meta.output_token_logprobs or ())
-    if meta.weight_versions:
-        spans = [(str(span.version), span.start or 0, output_len if span.end is None else span.end)
-                 for span in meta.weight_versions]
-    elif meta.weight_version is not None:
-        spans = [(str(meta.weight_version), 0, output_len)]
-    else:
-        spans = []
-    return TurnVersions(output_start, output_len, tuple(span for span in spans if span[1] < span[2]))
+    """One answer's spans as Miles' `WeightVersionsPerCall.from_meta_info` reads them
+    (`adapter.wire.translate.weight_spans`: the same spans the bridge answers the client)."""
+    return TurnVersions(output_start, len(meta.output_token_logprobs or ()), tuple(weight_spans(meta)))
 
 
 @dataclass

@@ -102,7 +102,8 @@ def _report(args: argparse.Namespace, result: TrainOutput, seconds: float) -> in
     print(format_table(groups))
     count = write_jsonl(Path(args.out), groups)
     drops = dropped_groups(result.metrics)
-    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s{format_drops(drops)}; samples written to "
+    summary = format_drops(drops, result.drop_details)
+    print(f"{count} samples in {len(groups)} groups, {seconds:.1f}s{summary}; samples written to "
           f"{Path(args.out).resolve()}")
     return EXIT_DROPPED if drops else 0
 

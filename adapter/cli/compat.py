@@ -49,6 +49,8 @@ CELLS: tuple[Cell, ...] = (
     Cell("0.3.1", "0.1.9"),
     Cell("0.4.0", "0.1.12", tox_env="contract-vf040"),
     Cell("0.4.0", "0.1.10"),
+    Cell("0.4.1.dev86", "0.1.13.dev17", tox_env="contract-vf041dev", note="pre-releases: the pair a cell proves"),
+    Cell("0.4.0", "0.1.13.dev17", note="an unproven pre-release"),
     Cell("0.1.9", "0.1.10", note="pre-V1"),
     Cell("0.4.1", "0.1.12", note="newer than this release knows"),
     Cell("0.4.1", "0.1.12", note=f"`{ALLOW_UNTESTED_ENV}=1`", untested=True),

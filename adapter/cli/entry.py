@@ -42,7 +42,7 @@ def _versions(_: argparse.Namespace) -> int:
     print(f"verifiers: {decision.verifiers or 'not installed'}")
     print(f"renderers: {decision.renderers or 'not installed'}")
     if decision.supported:
-        print(f"generation: {decision.generation}")
+        print(f"generation: {decision.generation}{decision.prerelease_note}")
         if decision.warning:
             print(f"warning: {decision.warning}")
     else:

@@ -50,12 +50,16 @@ def dropped_groups(metrics: Mapping[str, float]) -> dict[str, int]:
             if name.startswith(DROP_METRIC) and count}
 
 
-def format_drops(drops: Mapping[str, int]) -> str:
-    """`; 3 groups dropped and replaced (trace_error ×2, episode_error ×1)`, or "" for none."""
+def format_drops(drops: Mapping[str, int], details: Mapping[str, str] | None = None) -> str:
+    """`; 3 groups dropped and replaced (trace_error ×2, episode_error ×1)`, or "" for none; with
+    `details` (per reason, the last dropped group's), each reason names it: `trace_dropped ×1: trace
+    'a1' dropped by Verifiers: judge: ...`."""
     if not drops:
         return ""
     total = sum(drops.values())
-    reasons = ", ".join(f"{reason} ×{count}" for reason, count in drops.items())
+    details = details or {}
+    reasons = ", ".join(f"{reason} ×{count}" + (f": {details[reason]}" if details.get(reason) else "")
+                        for reason, count in drops.items())
     return f"; {total} group{'s' if total != 1 else ''} dropped and replaced ({reasons})"
 
 

@@ -12,7 +12,8 @@ input Verifiers' own preparation reads is the program itself.
 `held(source, pins)` adds `[tool.uv] constraint-dependencies` (one `name==version` per package
 installed here) to the program's PEP 723 block, marked so that `unheld` takes it out again. A
 constraint only binds a package the program's resolution contains: the harness gets exactly the
-host's version of every package both share, and the program's own requirements are unchanged.
+host's version of every package both share, and the program's own requirements are unchanged:
+where the program itself asks for a version the host does not have (`compatible`), it keeps it.
 The content changes with the pins, and Verifiers keys a script's path (so uv its environment) by
 the content's digest: a host with other versions gets another environment, never a stale one.
 
@@ -26,10 +27,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Mapping, Sequence
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 logger = logging.getLogger(__name__)
@@ -38,6 +42,7 @@ MARK = "# vf-sglang: the host's versions"  # a TOML comment on the lines `held` 
 # The module attribute each release keeps its harness program in (0.2.x/0.3.x; 0.4.0's null harness).
 PROGRAM_ATTRIBUTES = ("PROGRAM_SOURCE", "CHAT_PROGRAM_SOURCE")
 DATE_PIN = "UV_EXCLUDE_NEWER"
+_BLOCK = re.compile(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
 
 
 def host_pins() -> tuple[str, ...]:
@@ -58,6 +63,41 @@ def pins_for(harness_env: Mapping[str, str], environ: Mapping[str, str] | None =
     if harness_env.get(DATE_PIN) or env.get(DATE_PIN):
         return ()
     return host_pins()
+
+
+def program_requirements(source: str) -> list[Requirement]:
+    """The `dependencies` of a program's PEP 723 block (none when it has no block)."""
+    match = _BLOCK.search(source)
+    if match is None:
+        return []
+    content = "".join(line[2:] if line.startswith("# ") else line[1:]
+                      for line in match.group("content").splitlines(keepends=True))
+    return [Requirement(dep) for dep in tomllib.loads(content).get("dependencies", [])]
+
+
+def compatible(pins: Sequence[str], source: str,
+               requires: Callable[[str], list[str] | None] | None = None) -> tuple[str, ...]:
+    """The pins the program's own requirements allow. A package the program asks for at a version
+    the host does not have (verifiers 0.4.1.dev86's null harness: `mcp==2.3.0` beside the host's
+    2.2.0) follows the program, as its release wants, and so do the packages the host's release of
+    it pins exactly (mcp 2.2.0's `mcp-types==2.2.0`: they move in lockstep). `requires(name)` is the
+    host's `Requires-Dist` of a package (default: this environment's metadata)."""
+    requires = requires or _installed_requires
+    versions = dict(pin.split("==", 1) for pin in pins)
+    wanted = {canonicalize_name(req.name): req.specifier for req in program_requirements(source)}
+    freed = {name for name, spec in wanted.items()
+             if name in versions and not spec.contains(versions[name], prereleases=True)}
+    for name in sorted(freed):
+        freed |= {canonicalize_name(req.name) for req in map(Requirement, requires(name) or ())
+                  if any(one.operator in ("==", "===") for one in req.specifier)}
+    return tuple(pin for pin in pins if canonicalize_name(pin.split("==", 1)[0]) not in freed)
+
+
+def _installed_requires(name: str) -> list[str] | None:
+    try:
+        return metadata.requires(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def unheld(source: str) -> str:
@@ -105,7 +145,7 @@ def hold(harness_cls: type, harness_env: Mapping[str, str]) -> str | None:
     module, name = found
     source: str = getattr(module, name)
     try:
-        program = held(source, pins_for(harness_env))
+        program = held(source, compatible(pins_for(harness_env), unheld(source)))
     except ValueError as exc:  # a program with its own uv settings keeps them
         logger.warning("%s.%s is not held to this environment's versions: %s", harness_cls.__module__, name, exc)
         return source

@@ -73,6 +73,7 @@ FILTERED = "dynamic_filter"
 class TrainOutput:
     groups: list[list[Any]]
     metrics: dict[str, float]
+    drop_details: dict[str, str] = field(default_factory=dict)  # per drop reason, the last group's detail
 
 
 @dataclass
@@ -264,7 +265,7 @@ class Orchestrator:
             self.hooks.all_samples(call.converted)
         metrics = {**call.metrics(), **{f"rollout/drop/{reason}": float(c) for reason, c in drops.items()},
                    **{f"rollout/dynamic_filter/drop_{reason}": float(c) for reason, c in filtered.items() if reason}}
-        return TrainOutput(groups=uniform_depth(kept), metrics=metrics)
+        return TrainOutput(groups=uniform_depth(kept), metrics=metrics, drop_details=dict(last_detail))
 
     async def _outcome(self, task: asyncio.Task[list[Any]], call: CallStats) -> GroupOutcome:
         try:

@@ -3,7 +3,7 @@
 Consumes Verifiers traces (any object with the `Trace` attributes this module reads: `id`,
 `task.data`, `branches`, `rewards`, `reward`, `metrics`, `stop_condition`, `errors`/`error`,
 `has_error`, `is_truncated`, `last_reply`); branches carry `index`, `token_ids`,
-`sampled_mask`, `logprobs` (0.0 on unsampled positions); optionally the engine's per-session
+`sampled_mask`, `logprobs` (0.0 on unsampled positions), lists or numpy arrays; optionally the engine's per-session
 `RolloutStats` (adapter.bridge.stats), keyed by trace id. `weight_versions` takes the shape the
 installed Miles' `Sample` declares: one version string per turn, or (Miles #1891 on) one
 `WeightVersionsPerCall` per model turn with spans at absolute offsets in `tokens`.
@@ -35,8 +35,10 @@ from adapter.samples.weight_spans import turn_spans
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
 # traces), "trace_error" (a trace recorded an error, or broke a Sample invariant),
-# "empty_trace" (a trace has no branches), or a dynamic filter's own reason.
+# "empty_trace" (a trace has no branches), "trace_dropped" (Verifiers marked a trace dropped:
+# `Trace.dropped`, 0.4.1 on), or a dynamic filter's own reason.
 DropReason = str
+TRACE_DROPPED = "trace_dropped"
 
 # One group entry: a rollout's only sample, or its samples nested (multi-branch traces).
 Entry = Any
@@ -72,6 +74,16 @@ def task_label(data: Any) -> Any:
     return None
 
 
+def dropped_reason(trace: Any) -> str | None:
+    """Why Verifiers left the trace out of training (`Trace.dropped`, 0.4.1 on: a judge, a
+    non-finite reward; "leave the trace out of reward means and training batches"), or None.
+    Releases before it have no such field: None."""
+    reason = getattr(trace, "dropped", None)
+    if reason is None or reason is False:
+        return None
+    return "dropped" if reason is True else str(reason)
+
+
 def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]:
     """The scalar `trace.reward`, or every component plus `"reward"` when a key picks one."""
     if not reward_key:
@@ -99,11 +111,22 @@ def _metadata(trace: Any, branch_index: int, task_index: Any) -> dict[str, Any]:
     }
     if trace.error is not None:
         meta["error"] = trace.error.model_dump(mode="json", exclude_none=True)
+    dropped = dropped_reason(trace)
+    if dropped is not None:
+        meta["dropped"] = dropped
     return {"verifiers": meta}
 
 
+def _plain(stream: Any) -> list[Any]:
+    """A branch stream as a list of plain Python values: a numpy array (verifiers 0.4.1 on:
+    int32 ids, bool mask, float32 logprobs) by its C-level `tolist()`, a list as it is copied.
+    Miles dumps samples as JSON and builds tensors from them: never numpy scalars."""
+    tolist = getattr(stream, "tolist", None)
+    return tolist() if callable(tolist) else list(stream)
+
+
 def _aligned(trace: Any, branch: Any) -> tuple[list[int], list[bool], list[float]]:
-    tokens, mask, logprobs = list(branch.token_ids), list(branch.sampled_mask), list(branch.logprobs)
+    tokens, mask, logprobs = _plain(branch.token_ids), _plain(branch.sampled_mask), _plain(branch.logprobs)
     if not len(tokens) == len(mask) == len(logprobs):
         raise TraceConversionError(
             f"trace {trace.id!r} branch {branch.index}: token_ids, sampled_mask and logprobs "
@@ -222,8 +245,11 @@ def trace_to_eval_entry(trace: Any, *, reward_key: str | None, group_index: int,
 
 def eval_reward_value(reward: Any, *, key: str | None, trace: Any) -> float | None:
     """The number Miles' eval logger averages: `reward[key]` for a dict reward, else the
-    scalar. An errored trace lacking the key gives None (Miles counts it as 0 and reports the
+    scalar; None for a trace Verifiers dropped. An errored trace lacking the key gives None (Miles
+    counts it as 0 and reports the
     ratio); a healthy trace lacking it is a `RewardKeyError` naming the flag."""
+    if dropped_reason(trace) is not None:  # not scored: reported beside the scored ones (eval's metrics)
+        return None
     if not isinstance(reward, Mapping):
         return None if reward is None else float(reward)
     if key is not None and key in reward:
@@ -276,6 +302,10 @@ def assemble_group(
     if errored:
         first = errored[0]
         return GroupOutcome([], "trace_error", f"trace {first.id!r}: {first.error.message}")
+    dropped = [(t, reason) for t in traces if (reason := dropped_reason(t)) is not None]
+    if dropped:  # a dropped trace never trains: its group is dropped and replaced like any other drop
+        first, reason = dropped[0]
+        return GroupOutcome([], TRACE_DROPPED, f"trace {first.id!r} dropped by Verifiers: {reason}")
     entries: list[Entry] = []
     for offset, trace in enumerate(traces):
         try:

@@ -1,4 +1,5 @@
-"""Rollout metrics over every trace seen (kept or dropped): reward mean, error rate, truncated
+"""Rollout metrics over every trace seen (kept or dropped): reward mean (over the traces Verifiers
+scored: a trace it dropped is counted in `verifiers/dropped_traces` instead), error rate, truncated
 rate, mean turns, and `verifiers/prefix_cache_hit_rate` (cached prompt tokens over prompt tokens,
 over every engine call of those traces, from the bridge's per-session stats; `CallStats`).
 Configuration refusals do not travel on traces: the bridge records the typed error
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.bridge.stats import RolloutStats, SessionStats
+from adapter.samples.conversion import dropped_reason
 
 
 @dataclass
@@ -20,11 +22,15 @@ class TraceStats:
     errors: int = 0
     truncated: int = 0
     turns: int = 0
+    dropped: int = 0  # traces Verifiers dropped (`Trace.dropped`): out of the reward mean
 
     def add(self, traces: Iterable[Any]) -> None:
         for trace in traces:
             self.traces += 1
-            self.reward_sum += float(trace.reward)
+            if dropped_reason(trace) is None:
+                self.reward_sum += float(trace.reward)
+            else:
+                self.dropped += 1
             self.errors += int(bool(trace.has_error))
             self.truncated += int(bool(trace.is_truncated))
             self.turns += int(trace.num_turns)
@@ -33,7 +39,8 @@ class TraceStats:
         seen = max(self.traces, 1)
         return {
             "verifiers/traces": float(self.traces),
-            "verifiers/reward_mean": self.reward_sum / seen,
+            "verifiers/dropped_traces": float(self.dropped),
+            "verifiers/reward_mean": self.reward_sum / max(self.traces - self.dropped, 1),
             "verifiers/error_rate": self.errors / seen,
             "verifiers/truncated_rate": self.truncated / seen,
             "verifiers/num_turns_mean": self.turns / seen,

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from packaging.version import InvalidVersion, Version
+
 from adapter.errors import UnsupportedVersionError
 from adapter.versions import breaks
 
@@ -40,6 +42,12 @@ PROVEN: tuple[tuple[str, str], ...] = (
     ("0.2.0", "0.1.8"), ("0.2.0", "0.1.10"), ("0.2.1", "0.1.10"),
     ("0.3.0", "0.1.12"), ("0.3.1", "0.1.12"), ("0.4.0", "0.1.12"),
 )
+# The pre-release pairs a matrix cell proves (its tox.ini cell installs exactly that pair): served
+# as generation B, named as pre-releases. Any other pre-release of either package is refused, as an
+# untested final is (the opt-in runs it untested, with a warning).
+PROVEN_PRERELEASES: dict[tuple[str, str], str] = {
+    ("0.4.1.dev86", "0.1.13.dev17"): "contract-vf041dev",
+}
 # Generation B's renderers floor per verifiers release (each release's own renderers requirement).
 MIN_RENDERERS_B: dict[tuple[int, ...], tuple[int, int, int]] = {
     (0, 3, 0): (0, 1, 9), (0, 3, 1): (0, 1, 10), (0, 4, 0): (0, 1, 12),
@@ -58,6 +66,14 @@ def _release(version: str) -> tuple[int, ...]:
 
 NEWEST_KNOWN = max((verifiers for verifiers, _ in PROVEN), key=_release)  # the newest release known (and proven)
 NEWEST_GENERATION: Generation = "B"  # NEWEST_KNOWN's generation: what an untested newer release runs as
+
+
+def is_prerelease(version: str) -> bool:
+    """A PEP 440 pre- or dev-release (`0.4.1.dev86`, `0.1.13rc1`); `.post` releases are finals."""
+    try:
+        return Version(version).is_prerelease
+    except InvalidVersion:
+        return False
 
 
 def _generation_of(release: tuple[int, ...]) -> Generation | None:
@@ -101,6 +117,8 @@ class VersionDecision:
     reason: str | None = None
     # set when the pair runs untested (a newer verifiers under ALLOW_UNTESTED_ENV): the risk
     warning: str | None = None
+    # the matrix cell that proves this pre-release pair (PROVEN_PRERELEASES), when it is one
+    prerelease_cell: str | None = None
 
     @property
     def supported(self) -> bool:
@@ -110,8 +128,25 @@ class VersionDecision:
         head = f"verifiers {self.verifiers or 'missing'}, renderers {self.renderers or 'missing'}"
         if self.supported:
             untested = f"; warning: {self.warning}" if self.warning else ""
-            return f"{head}: generation {self.generation}{untested}"
+            return f"{head}: generation {self.generation}{self.prerelease_note}{untested}"
         return f"{head}: refused: {self.reason}"
+
+    @property
+    def prerelease_note(self) -> str:
+        return (f" (pre-releases: the pair matrix cell {self.prerelease_cell} proves)"
+                if self.prerelease_cell else "")
+
+
+def _is(names: list[str]) -> str:
+    return "is" if len(names) == 1 else "are each"
+
+
+def _runs(names: list[str]) -> str:
+    return "runs" if len(names) == 1 else "run"
+
+
+_NO_TRANSFORMERS = ("renderers {renderers} is installed without transformers, which it needs to load tokenizers: "
+                    "pip install transformers")
 
 
 def decide(
@@ -128,8 +163,23 @@ def decide(
         return refuse(f"verifiers is not installed: {fix_for(None)}")
     if renderers is None:
         return refuse(f"renderers is not installed: {fix_for(verifiers)}")
+    proven_pre = PROVEN_PRERELEASES.get((verifiers, renderers))
+    if proven_pre is not None:
+        return VersionDecision(verifiers, renderers, "B", prerelease_cell=proven_pre) if has_transformers else \
+            refuse(_NO_TRANSFORMERS.format(renderers=renderers), "B")
+    pre = [f"{name} {version}" for name, version in (("verifiers", verifiers), ("renderers", renderers))
+           if is_prerelease(version)]
+    pre_warning: str | None = None
+    if pre:
+        proven = ", ".join(f"verifiers=={v} renderers=={r}" for v, r in PROVEN_PRERELEASES)
+        if not allow_untested:
+            return refuse(f"{' and '.join(pre)} {_is(pre)} an unproven pre-release (the proven pre-release pairs: "
+                          f"{proven or 'none'}): {fix_for(verifiers)} (or set {ALLOW_UNTESTED_ENV}=1 to run it "
+                          "untested)")
+        pre_warning = (f"{' and '.join(pre)} {_is(pre)} an unproven pre-release and {_runs(pre)} untested because "
+                       f"{ALLOW_UNTESTED_ENV} is set (proven pre-release pairs: {proven or 'none'})")
     vf, rd = _release(verifiers), _release(renderers)
-    warning: str | None = None
+    warning: str | None = pre_warning
     generation = _generation_of(vf)
     if vf < (0, 2, 0):
         return refuse(f"verifiers {verifiers} predates the V1 API (0.2.0): {fix_for(None)}")
@@ -154,7 +204,8 @@ def decide(
                               f"({NEWEST_KNOWN}): {tested} (or set {ALLOW_UNTESTED_ENV}=1 to run it untested "
                               f"as generation {NEWEST_GENERATION})")
             generation = NEWEST_GENERATION
-            warning = (f"verifiers {verifiers} is untested: it is newer than the newest release this adapter "
+            warning = (f"{pre_warning}; " if pre_warning else "") + (
+                       f"verifiers {verifiers} is untested: it is newer than the newest release this adapter "
                        f"knows ({NEWEST_KNOWN}) and runs as generation {generation} because {ALLOW_UNTESTED_ENV} "
                        f"is set; an API change in it may fail episodes or yield wrong samples (tested: {tested})")
             floor, who = MIN_RENDERERS_B[newest], f"verifiers {verifiers} runs untested as {NEWEST_KNOWN}, which"
@@ -168,8 +219,7 @@ def decide(
         row, installed = hit
         return refuse(row.reason(verifiers, installed), generation)
     if not has_transformers:
-        return refuse(f"renderers {renderers} is installed without transformers, which it needs "
-                      "to load tokenizers: pip install transformers", generation)
+        return refuse(_NO_TRANSFORMERS.format(renderers=renderers), generation)
     if generation not in SUPPORTED_GENERATIONS:
         return refuse(f"verifiers {verifiers} (API generation {generation}) is not supported by "
                       f"this release yet: {fix_for(verifiers)}", generation)

@@ -78,7 +78,12 @@ RENAMED_KEYS: dict[str, str] = {"max_tokens": "max_new_tokens", "min_tokens": "m
 # Keys Renderers/Verifiers set that SGLang's SamplingParams does not accept: `logprobs` is
 # replaced by `return_logprob`; `routed_experts_prompt_start` only serves vLLM's routing replay,
 # which the adapter refuses (validation: --use-rollout-routing-replay).
-DROPPED_KEYS = frozenset({"logprobs", "routed_experts_prompt_start"})
+DROPPED_KEYS = frozenset({"logprobs", "routed_experts_prompt_start", "extra_args"})
+# `sampling_params.extra_args` keys Renderers' client sets for itself, and what the bridge does with
+# each: `prl_compact_logprobs` (renderers 0.1.13, with logprobs=k+2) asks for the packed head; the
+# client accepts the plain per-token `top_logprobs` too, which the bridge answers. Any other key is
+# refused, naming it (SGLang has no extra_args).
+CLIENT_EXTRA_ARGS = frozenset({"prl_compact_logprobs"})
 # The keys SGLang's `SamplingParams(**params)` accepts in every release the schema lane checks
 # (sglang 0.5.15 and 0.5.23: `tox -e sglang-schema` proves this set is a subset of each). Any
 # other key would make SGLang answer 400 (e.g. Verifiers' `reasoning_effort`): refused here first.
@@ -181,8 +186,26 @@ def length_budget(prompt_len: int, requested: int | None, settings: WireSettings
     return budget
 
 
+def top_logprobs_num(body: GenerateBody) -> int | None:
+    """SGLang's `top_logprobs_num` for a request: its `logprobs` when that asks for more than the
+    sampled token's own (an int > 1: renderers 0.1.13 sends k+2 for a head of k), else None."""
+    asked = body.sampling_params.logprobs
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 1 else None
+
+
+def _refuse_unknown_extra_args(extra: Mapping[str, Any] | None) -> None:
+    unknown = sorted(set(extra or ()) - CLIENT_EXTRA_ARGS)
+    if unknown:
+        raise UnsupportedRequestError(
+            f"sampling_params.extra_args {unknown} are not understood (SGLang has no extra_args; the bridge "
+            f"knows the keys Renderers' client sets itself: {sorted(CLIENT_EXTRA_ARGS)}): remove them from the "
+            "taskset's sampling config"
+        )
+
+
 def _sampling_params(body: GenerateBody, prompt_len: int, settings: WireSettings) -> dict[str, Any]:
     incoming = body.sampling_params
+    _refuse_unknown_extra_args(incoming.extra_args)
     params: dict[str, Any] = {}
     for key, value in incoming.model_dump(exclude_unset=True).items():
         if key not in DROPPED_KEYS:
@@ -236,6 +259,9 @@ def to_sglang_request(
         "sampling_params": _sampling_params(body, len(prompt), settings),
         "return_logprob": True,
     }
+    top = top_logprobs_num(body)
+    if top is not None:
+        payload["top_logprobs_num"] = top
     if settings.rollout_lora_live:
         payload["lora_path"] = MILES_LORA_NAME
     if body.priority is not None:
@@ -296,17 +322,64 @@ def sampled_tokens(output: Mapping[str, Any] | EngineOutput) -> tuple[list[int],
     return ids, logprobs
 
 
-def to_renderers_response(output: Any, *, request_id: str | None = None) -> dict[str, Any]:
-    """Translate one SGLang `/generate` output into the Renderers generate response."""
+def weight_spans(meta: MetaInfo) -> list[tuple[str, int, int]]:
+    """The weights each part of one answer was sampled under, as (version, start, end) over its
+    completion indexes: SGLang 0.5.23's `weight_versions` spans (an open end is the output's end),
+    else `weight_version` over the whole output, else none; empty spans are left out."""
+    output_len = len(meta.output_token_logprobs or ())
+    if meta.weight_versions:
+        spans = [(str(span.version), span.start or 0, output_len if span.end is None else span.end)
+                 for span in meta.weight_versions]
+    elif meta.weight_version is not None:
+        spans = [(str(meta.weight_version), 0, output_len)]
+    else:
+        spans = []
+    return [span for span in spans if span[1] < span[2]]
+
+
+def _label_items(ids: Sequence[int], logprobs: Sequence[float]) -> list[dict[str, Any]]:
+    """[{"token": "token_id:<id>", "logprob": lp}, ...] built by C-level map/zip/dict calls."""
+    return list(map(dict, map(zip, repeat(_CONTENT_KEYS), zip(map(TOKEN_LABEL.format, ids), logprobs, strict=True))))
+
+
+def top_candidates(meta: MetaInfo, count: int, sampled: int) -> list[list[dict[str, Any]]]:
+    """Each sampled token's `count` most likely candidates, as Renderers' `top_logprobs` entries,
+    from `meta_info.output_top_logprobs`; a `WireFormatError` naming the field when the engine sent
+    fewer positions or candidates than asked, or a bad one (never an answer with the head missing)."""
+    rows = meta.output_top_logprobs
+    if rows is None or len(rows) != sampled:
+        got = "none" if rows is None else f"{len(rows)} positions"
+        raise WireFormatError(f"meta_info.output_top_logprobs: {count} candidates per token were asked "
+                              f"(logprobs={count}) for {sampled} sampled tokens, the engine sent {got}")
+    out = []
+    for position, row in enumerate(rows):
+        if row is None or len(row) < count:
+            raise WireFormatError(f"meta_info.output_top_logprobs[{position}]: {count} candidates asked "
+                                  f"(logprobs={count}), got {0 if row is None else len(row)}")
+        try:
+            ids, logprobs = logprob_items(row[:count])
+        except WireFormatError as exc:
+            raise WireFormatError(f"meta_info.output_top_logprobs[{position}]: {exc}") from exc
+        if max(logprobs) > POSITIVE_LOGPROB_TOLERANCE:
+            raise WireFormatError(f"meta_info.output_top_logprobs[{position}]: logprob {max(logprobs)} is positive")
+        out.append(_label_items(ids, logprobs))
+    return out
+
+
+def to_renderers_response(output: Any, *, request_id: str | None = None,
+                          top_logprobs: int | None = None) -> dict[str, Any]:
+    """Translate one SGLang `/generate` output into the Renderers generate response; with
+    `top_logprobs` (the request's `top_logprobs_num`), each token carries that many candidates."""
     model = parse_engine_output(output)
     meta = model.meta_info
     finish = finish_reason_of(meta)
     ids, logprobs = sampled_tokens(model)
     if finish == "stop" and not ids:
         raise WireFormatError("finish_reason is stop but no token was sampled: a stop needs its stop token")
-    labels = map(TOKEN_LABEL.format, ids)
-    # [{"token": label, "logprob": lp}, ...] built by C-level map/zip/dict calls, no Python loop
-    content = list(map(dict, map(zip, repeat(_CONTENT_KEYS), zip(labels, logprobs, strict=True))))
+    content = _label_items(ids, logprobs)
+    if top_logprobs is not None:
+        for item, candidates in zip(content, top_candidates(meta, top_logprobs, len(ids)), strict=True):
+            item["top_logprobs"] = candidates
     return {
         "request_id": str(meta.id or request_id or uuid.uuid4().hex),
         "choices": [
@@ -315,6 +388,8 @@ def to_renderers_response(output: Any, *, request_id: str | None = None) -> dict
                 "token_ids": ids,
                 "logprobs": {"content": content},
                 "finish_reason": finish,
+                # renderers 0.1.13 on returns them and Verifiers records them per turn; older clients ignore them
+                "weight_versions": [{"version": v, "start": a, "end": b} for v, a, b in weight_spans(meta)],
             }
         ],
     }

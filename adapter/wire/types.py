@@ -94,7 +94,10 @@ class SamplingParams(BaseModel):
     presence_penalty: Finite | None = None
     stop: str | list[str] | None = None
     stop_token_ids: TokenIds | None = None
-    logprobs: int | bool | None = None  # Renderers sets 1; replaced by return_logprob
+    # Renderers sets 1 (replaced by return_logprob); renderers 0.1.13 sends k+2 for a top-k head of k,
+    # which becomes SGLang's top_logprobs_num (adapter.wire.translate.top_logprobs_num)
+    logprobs: int | bool | None = None
+    extra_args: dict[str, Any] | None = None  # keys the client sets for itself (CLIENT_EXTRA_ARGS)
     skip_special_tokens: bool | None = None
     ignore_eos: bool | None = None
     n: Positive | None = None
@@ -134,6 +137,8 @@ class MetaInfo(BaseModel):
     finish_reason: Any = None  # {"type": stop|length|abort, ...} or a bare string; see wire
     completion_tokens: Count | None = None  # must equal the number of sampled tokens
     output_token_logprobs: list[list[Any]] | None = None  # None: return_logprob was not set
+    # per sampled token, its top_logprobs_num candidates `[logprob, token_id, text|None]` (asked only)
+    output_top_logprobs: list[list[list[Any]] | None] | None = None
     # Read by adapter.bridge.stats into Miles' Sample fields (prefix-cache rate, spec decoding,
     # weight versions), under the names SGLang 0.5.16 and 0.5.23 send:
     prompt_tokens: Count | None = None

@@ -11,6 +11,9 @@ from e2e.plans.steps import BUNDLED, REPO, ROLLOUT_OK_EXIT, Step, check_step
 # cells install the same file).
 CONTRACT_REQUIREMENTS = REPO / "e2e" / "requirements-contract.txt"
 VF040_PINS = REPO / "e2e" / "pins" / "contract-vf040.txt"  # the contract-vf040 cell's transitive pins
+# The pre-release pair the gate serves (its cell's pins): the new client's wire against real SGLang.
+VF041DEV_PINS = REPO / "e2e" / "pins" / "contract-vf041dev.txt"
+NEW_CLIENT_TEST = REPO / "tests" / "real_sglang" / "test_new_client.py"
 
 
 # Tasksets whose recorded rollouts on real SGLang must be multi-turn: the least share of samples
@@ -52,7 +55,7 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
     py = python or sys.executable
     run = str(Path(run_dir).absolute())
     url = f"http://127.0.0.1:{port}"
-    vf040 = f"{run}/venv-vf040"
+    vf040, vf041dev = f"{run}/venv-vf040", f"{run}/venv-vf041dev"
     steps = [
         Step("install-sglang", (py, "-m", "e2e.sglang_cpu", "install", "--version", version), timeout_s=1800),
         Step("reset-outputs", ("rm", "-rf", f"{run}/cassettes", *(f"{run}/{p}{t}.jsonl" for p in ("", "b-")
@@ -74,6 +77,14 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
                                    "-r", str(CONTRACT_REQUIREMENTS), "-c", str(VF040_PINS)), timeout_s=1800),
             *_rollouts_and_verify(b_py, url, REPO / "fixtures" / "envs" / "b", run, label="b-", groups=groups, n=n,
                                   tasksets=tasksets, env=b_env, record=True),
+            # the new client (renderers 0.1.13.dev17): a top-k head and weight versions through the bridge
+            Step("venv-vf041dev", ("uv", "venv", "--clear", "--python", py, vf041dev), produces=(vf041dev,),
+                 timeout_s=300),
+            Step("install-vf041dev", ("uv", "pip", "install", "--python", f"{vf041dev}/bin/python",
+                                      "-r", str(VF041DEV_PINS)), timeout_s=1800),
+            Step("new-client-wire", (f"{vf041dev}/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                     "-m", "sglang_cpu", str(NEW_CLIENT_TEST)),
+                 env=(*b_env, ("SGLANG_URL", url), ("VF_SGLANG_CPU", "1")), cwd=str(REPO), timeout_s=600),
         ]
     steps += [
         Step("real-sglang-tests", (py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=12", "-m",

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from adapter.versions.gate import ALLOW_UNTESTED_ENV
-from tools.canary.cells import SchemaCell, contract_cells
+from tools.canary.cells import DEPENDENCIES, SchemaCell, contract_cells
 from tools.canary.junit import Outcome
 from tools.canary.report import Canary, render_section
 from tools.canary.runner import CellResult
 
 TODAY = {"verifiers": "0.4.0", "renderers": "0.1.12", "openai": "3.57.0", "transformers": "5.24.0",
-         "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10", "verifiers-b03": "0.3.1"}
+         "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10", "verifiers-b03": "0.3.1",
+         "verifiers-next": "0.4.1.dev86", "renderers-next": "0.1.13.dev17"}
+NEXT = {"next": ("0.4.1.dev86", "0.1.13.dev17", True, False, False)}  # the proven pre-release pair: runs, reported
 
 
 def _plan(**newer: str) -> dict[str, tuple[str, str, bool, bool, bool]]:
@@ -21,20 +23,20 @@ def _plan(**newer: str) -> dict[str, tuple[str, str, bool, bool, bool]]:
 @pytest.mark.parametrize(("newer", "expected"), [
     pytest.param({}, {"newest": ("0.4.0", "0.1.12", True, True, False),
                       "generation-b-0.3": ("0.3.1", "0.1.12", True, True, False),
-                      "generation-a": ("0.2.1", "0.1.10", True, True, False)}, id="today"),
+                      "generation-a": ("0.2.1", "0.1.10", True, True, False), **NEXT}, id="today"),
     pytest.param({"renderers": "0.1.13"}, {"newest": ("0.4.0", "0.1.13", True, True, False),
                                           "generation-b-0.3": ("0.3.1", "0.1.13", True, True, False),
-                                          "generation-a": ("0.2.1", "0.1.10", True, True, False)},
+                                          "generation-a": ("0.2.1", "0.1.10", True, True, False), **NEXT},
                  id="a newer renderers inside the accepted range gates the build"),
     pytest.param({"verifiers": "0.4.1"}, {"newest": ("0.4.1", "0.1.12", True, False, True),
                                          "renderers-under-0.4.0": ("0.4.0", "0.1.12", True, True, False),
                                          "generation-b-0.3": ("0.3.1", "0.1.12", True, True, False),
-                                         "generation-a": ("0.2.1", "0.1.10", True, True, False)},
+                                         "generation-a": ("0.2.1", "0.1.10", True, True, False), **NEXT},
                  id="a verifiers the gate refuses runs past it, reported"),
     pytest.param({"verifiers": "1.0.0"}, {"newest": ("1.0.0", "0.1.12", False, False, False),
                                          "renderers-under-0.4.0": ("0.4.0", "0.1.12", True, True, False),
                                          "generation-b-0.3": ("0.3.1", "0.1.12", True, True, False),
-                                         "generation-a": ("0.2.1", "0.1.10", True, True, False)},
+                                         "generation-a": ("0.2.1", "0.1.10", True, True, False), **NEXT},
                  id="a new major is refused outright: not run"),
 ])
 def test_each_newest_pair_is_run_as_the_gate_sorts_it(newer: dict[str, str], expected: dict[str, tuple]) -> None:
@@ -48,15 +50,16 @@ def test_a_cell_past_the_gate_runs_with_the_opt_in_and_names_the_refusal() -> No
 
 
 def test_generation_a_cells_install_mcp_1_and_every_cell_takes_openai_and_transformers_unpinned() -> None:
-    newest, _, generation_a = contract_cells(TODAY)
-    assert newest.requirements == ("verifiers==0.4.0", "renderers==0.1.12", "openai", "transformers")
+    newest, _, generation_a, _ = contract_cells(TODAY)
+    assert newest.requirements == ("verifiers==0.4.0", "renderers==0.1.12", "openai", "transformers", *DEPENDENCIES)
     assert "mcp>=1.14.1,<2" in generation_a.requirements
     assert "httpx2" not in " ".join(newest.requirements + generation_a.requirements)
 
 
 def test_the_0_3_cell_takes_openai_unbounded_and_the_newest_httpx2_below_the_known_break() -> None:
     cell = next(c for c in contract_cells(TODAY) if c.name == "generation-b-0.3")
-    assert cell.requirements == ("verifiers==0.3.1", "renderers==0.1.12", "openai", "transformers", "httpx2<2.17")
+    assert cell.requirements == ("verifiers==0.3.1", "renderers==0.1.12", "openai", "transformers", "httpx2<2.17",
+                                 *DEPENDENCIES)
     assert cell.gating and cell.decision.supported
 
 
@@ -93,3 +96,31 @@ def test_a_schema_break_in_the_newest_sglang_fails_the_lane() -> None:
                                                ("0.5.24", "newer than the lanes' 0.5.23")])
 def test_the_sglang_row_says_whether_the_cpu_lanes_serve_the_release(version: str, note: str) -> None:
     assert SchemaCell(version).served_note.startswith(note)
+
+
+@pytest.mark.parametrize(("verifiers", "renderers", "opt_in"), [
+    ("0.4.1.dev86", "0.1.13.dev17", False),  # the proven pre-release pair
+    ("0.4.1.dev90", "0.1.13.dev20", True),  # newer pre-releases: past the gate with the opt-in
+])
+def test_the_next_cell_runs_the_newest_pre_releases_and_never_fails_the_build(verifiers, renderers, opt_in) -> None:
+    cells = contract_cells({**TODAY, "verifiers-next": verifiers, "renderers-next": renderers})
+    (cell,) = [c for c in cells if c.name == "next"]
+    assert (cell.runs, cell.gating, cell.opt_in) == (True, False, opt_in)
+    results = [(c, CellResult(c.name, BROKEN if c is cell else Outcome(25, 0, None), {})) for c in cells]
+    canary = Canary("2026-12-05", {**TODAY, "verifiers-next": verifiers, "renderers-next": renderers}, results,
+                    (SchemaCell("0.5.23"), CellResult("sglang-0.5.23", Outcome(40, 0, None))))
+    assert canary.gating_failures() == []
+    assert f"Next: `next` (verifiers {verifiers}, renderers {renderers}: the newest pre-releases): **FAIL**" in \
+        render_section(canary)
+
+
+def test_every_dependency_is_listed_with_its_newest_release_and_whether_a_cell_ran_it() -> None:
+    newest = {**TODAY, **{f"dep:{name}": "9.9.9" for name in DEPENDENCIES}, "dep:httpx": "0.29.0"}
+    cells = contract_cells(newest)
+    results = [(c, CellResult(c.name, Outcome(25, 0, None), {"httpx": "0.29.0", "mcp": "1.30.0"})) for c in cells]
+    text = render_section(Canary("2026-12-05", newest, results,
+                                 (SchemaCell("0.5.23"), CellResult("sglang-0.5.23", Outcome(40, 0, None)))))
+    for name in DEPENDENCIES:
+        assert f"| {name} | " in text
+    assert "| httpx | the wheel | 0.29.0 | 0.29.0 | " in text and text.count("| yes |") >= 1
+    assert "| mcp | the wheel | 9.9.9 | 1.30.0 | " in text and "**no**: the cells' pairs allow 1.30.0" in text

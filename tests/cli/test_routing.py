@@ -50,6 +50,9 @@ def test_drops_are_read_from_the_batch_metrics_and_summarised() -> None:
     assert drops == {"episode_error": 1, "trace_error": 2}
     assert format_drops(drops) == "; 3 groups dropped and replaced (episode_error ×1, trace_error ×2)"
     assert format_drops({}) == ""
+    detail = "trace 'a1' dropped by Verifiers: rubric: correct=unsure"
+    assert format_drops({"trace_dropped": 1}, {"trace_dropped": detail}) == \
+        f"; 1 group dropped and replaced (trace_dropped ×1: {detail})"
 
 
 async def test_a_rollout_that_dropped_a_group_says_so_and_routes_every_call_by_its_trace(

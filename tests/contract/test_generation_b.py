@@ -140,3 +140,28 @@ async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen
     # the first group's 2 rollouts, each at most the harness SDK's 3 attempts at a 502
     assert 2 <= len(calls) <= 6
     assert engine.generate_requests() == []
+
+
+def test_a_sized_env_is_made_under_a_lock_of_the_serving_loop_so_a_later_loop_can_make_one_too(
+        qwen3_tokenizer) -> None:
+    """The legacy Miles ABI runs each call in a new `asyncio.run`: a lock made once, outside any
+    loop, binds to the first loop that contends for it and refuses every later one."""
+    import asyncio
+    import tomllib
+
+    from adapter.bridge.handler import create_app
+    from adapter.engine.client import SGLangClient
+
+    with open(env_config("group-v1"), "rb") as handle:
+        backend = GenerationB(tomllib.load(handle))
+
+    async def one_call() -> None:
+        engine = SGLangClient("http://127.0.0.1:9")  # never called: no episode runs
+        backend.make_client(create_app(Settings(), engine, model="m"))
+        async with backend.serving():
+            first, second = await asyncio.gather(backend._sized_env(3), backend._sized_env(3))
+            assert first is second  # made once, under the lock, by the first caller
+        await engine.aclose()
+
+    asyncio.run(one_call())
+    asyncio.run(one_call())  # a new loop: a lock left from the first would raise RuntimeError here

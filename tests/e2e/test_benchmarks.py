@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from benchmarks import load, overhead
+from benchmarks import conversion, load, overhead
 from benchmarks.common import goal_rows, ratio_ci
 
 
@@ -35,10 +35,17 @@ def test_overhead_scenarios_run_at_tiny_size_and_report_every_goal() -> None:
     text = "\n".join(overhead.main(["--tiny"]))
     for path in ("floor", "miles", "handler", "gen-A door", "gen-B", "serve-bridge", "gen-B client"):
         assert f"| {path} | " in text
-    goals = [goal for goal, *_ in _goals_reported(text, 4)]
-    for words in ("generation A door", "generation B path", "per-turn growth", "trace → Sample"):
+    goals = [goal for goal, *_ in _goals_reported(text, 3)]
+    for words in ("generation A door", "generation B path", "per-turn growth"):
         assert any(words in goal for goal in goals), goals
     assert "µs per 1k prompt tokens" in text and "Peer: Miles' own call" in text
+
+
+def test_conversion_runs_at_tiny_size_for_list_and_numpy_streams() -> None:
+    text = "\n".join(conversion.main(["--tiny"]))
+    goals = [goal for goal, *_ in _goals_reported(text, 2)]
+    assert any("lists" in goal for goal in goals) and any("numpy" in goal for goal in goals)
+    assert "numpy / lists = " in text
 
 
 @pytest.mark.e2e  # the reference engine needs torch: the e2e lane has it

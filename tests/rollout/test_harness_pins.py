@@ -78,3 +78,12 @@ def test_hold_sets_the_program_where_verifiers_reads_it(monkeypatch) -> None:
     program = harness_pins.hold(harness.NullHarness, {})
     assert getattr(harness, found[1]) == program
     assert block(program)["tool"]["uv"]["constraint-dependencies"] == list(host_pins())
+
+
+def test_a_package_the_program_pins_itself_follows_the_program_not_the_host() -> None:
+    program = PROGRAM.replace('"mcp>=1.24.0,<2"', '"mcp==2.3.0"')
+    pins = ("httpx==0.28.1", "mcp==2.2.0", "mcp-types==2.2.0", "openai==3.57.0", "pydantic==2.12.0")
+    host = {"mcp": ["mcp-types==2.2.0", "pydantic>=2.12.0", "httpx>=0.27"]}.get
+    assert harness_pins.compatible(pins, program, host) == ("httpx==0.28.1", "openai==3.57.0", "pydantic==2.12.0")
+    assert harness_pins.compatible(pins, PROGRAM, host) == ("httpx==0.28.1", "openai==3.57.0", "pydantic==2.12.0")
+    assert harness_pins.compatible(("mcp==1.30.0",), PROGRAM, host) == ("mcp==1.30.0",)

@@ -220,3 +220,24 @@ async def test_the_job_decided_renderer_identity_reaches_the_generation_client(s
     orch.renderer_model_name = decided
     await orch.train(rollout_id=0)
     assert [kwargs["renderer_model_name"] for kwargs in backend.client_kwargs] == [expected]
+
+
+async def test_a_dropped_trace_never_trains_its_group_is_dropped_and_replaced(sglang_mock) -> None:
+    orch, _ = orchestrator(["dropped", "ok", "ok", "ok"], sglang_mock)
+    out = await orch.train(rollout_id=0)
+    assert len(out.groups) == 2 and out.metrics["rollout/drop/trace_dropped"] == 1.0
+    trained = [s for group in out.groups for s in group]
+    assert all(s.metadata["verifiers"]["task_index"] != 0 for s in trained)
+    assert all("dropped" not in s.metadata["verifiers"] for s in trained)
+    assert out.drop_details["trace_dropped"].endswith("dropped by Verifiers: rubric: correct=unsure")
+    assert out.metrics["verifiers/dropped_traces"] == 1.0
+
+
+async def test_eval_reports_a_dropped_trace_beside_the_scored_ones_unscored(sglang_mock) -> None:
+    orch, _ = orchestrator(["dropped", "ok"], sglang_mock, n_samples_per_eval_prompt=2, eval_reward_key="correct")
+    out = await orch.evaluate()
+    data = out.data["arith-v1"]
+    dropped = [i for i, s in enumerate(data["samples"]) if "dropped" in s.metadata["verifiers"]]
+    assert len(dropped) == 1 and data["rewards"][dropped[0]] is None
+    assert sum(r is not None for r in data["rewards"]) == 3
+    assert out.metrics["eval/verifiers/dropped_traces"] == 1.0

@@ -11,7 +11,7 @@ import pytest
 from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
 from adapter.samples.conversion import assemble_group, eval_reward_value, flatten, trace_to_samples
 from adapter.samples.sample_type import Sample, Status
-from conformance.traces import TraceSpec, Turn, build_trace
+from conformance.traces import TraceSpec, Turn, build_trace, numpy_streams
 
 SPEC = TraceSpec()
 
@@ -167,8 +167,9 @@ def test_single_branch_traces_are_plain_entries_and_a_multi_branch_trace_is_one_
         ((SPEC, dataclasses.replace(SPEC, error=("ProviderError", "x"))), None, "trace_error"),
         ((SPEC, dataclasses.replace(SPEC, turns=())), None, "empty_trace"),
         ((SPEC,), 2, "episode_error"),
+        ((SPEC, dataclasses.replace(SPEC, dropped="rubric: correct=unsure")), None, "trace_dropped"),
     ],
-    ids=["errored_trace", "branchless_trace", "wrong_count"],
+    ids=["errored_trace", "branchless_trace", "wrong_count", "dropped_trace"],
 )
 def test_group_drops_by_reason(specs, n, reason) -> None:
     outcome = group(*specs, n=n, group_index=0, first_index=0)
@@ -226,3 +227,24 @@ def test_eval_reward_value_is_a_number_or_none(reward, key, trace, expected) -> 
 def test_eval_reward_value_of_a_healthy_trace_without_the_key_names_the_flag(key, fragment) -> None:
     with pytest.raises(RewardKeyError, match=f"{fragment}.*--eval-reward-key"):
         eval_reward_value({"other": 1.0}, key=key, trace=HEALTHY)
+
+
+def _plain_types(sample: Sample) -> set[type]:
+    return {type(v) for v in (*sample.tokens, *sample.loss_mask, *sample.rollout_log_probs)}
+
+
+EXACT = dataclasses.replace(SPEC, turns=(Turn((19, 151645), (-0.25, -0.125), "4"),))  # float32-exact logprobs
+
+
+@pytest.mark.parametrize("spec", [EXACT, dataclasses.replace(SPEC, turns=(
+    Turn((151657, 5, 151658, 151645), (-0.125, -0.25, -0.5, -1.0), "", followup_ids=(151644, 872, 198)),
+    Turn((19, 151645), (-0.5, -0.75), "4"))), dataclasses.replace(EXACT, extra_branches=2)],
+    ids=["single-turn", "tool-turn", "multi-branch"])
+def test_numpy_streams_convert_to_the_same_samples_of_plain_python_values(spec) -> None:
+    trace = build_trace(spec)
+    from_lists = trace_to_samples(trace, rollout_id=3)
+    from_arrays = trace_to_samples(numpy_streams(trace), rollout_id=3)
+    assert [s.to_dict() for s in from_arrays] == [s.to_dict() for s in from_lists]
+    for sample in from_arrays:
+        assert _plain_types(sample) <= {int, float} and type(sample.loss_mask[0]) is int
+        json.dumps(sample.to_dict())  # Miles dumps samples as JSON: numpy scalars would fail here

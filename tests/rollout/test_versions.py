@@ -29,7 +29,12 @@ CASES = [
     ("0.1.9", "0.1.10", True, "predates the V1 API"),
     (None, "0.1.10", True, "verifiers is not installed"),
     ("0.2.0", None, True, "renderers is not installed"),
-    ("0.2.0.dev5", "0.1.10.post1", True, "A"),
+    ("0.2.0.post1", "0.1.10.post1", True, "A"),
+    ("0.2.0.dev5", "0.1.10", True, "verifiers 0.2.0.dev5 is an unproven pre-release"),
+    ("0.4.0", "0.1.13.dev17", True, "renderers 0.1.13.dev17 is an unproven pre-release"),
+    ("0.4.1.dev85", "0.1.13.dev17", True, "are each an unproven pre-release"),
+    ("0.4.1.dev86", "0.1.13.dev17", True, "B"),
+    ("0.4.1.dev86", "0.1.13.dev17", False, "pip install transformers"),
 ]
 
 
@@ -102,3 +107,21 @@ def test_cli_versions_refuses_verifiers_0_3_beside_a_new_httpx2_and_names_the_fi
     out = capsys.readouterr().out
     assert 'refused: httpx2 2.17.0 breaks verifiers 0.3.1' in out and 'pip install "httpx2<2.17"' in out
     assert 'known break: verifiers>=0.3.0,<0.4.0 with httpx2>=2.17.0 is refused; fix: pip install "httpx2<2.17"' in out
+
+
+def test_the_proven_pre_release_pair_is_served_and_named_as_pre_releases(monkeypatch, capsys) -> None:
+    import adapter.versions.gate as versions
+
+    decision = decide("0.4.1.dev86", "0.1.13.dev17")
+    assert decision.supported and decision.warning is None and decision.prerelease_cell == "contract-vf041dev"
+    installed = {"verifiers": "0.4.1.dev86", "renderers": "0.1.13.dev17"}
+    monkeypatch.setattr(versions, "_installed", installed.get)
+    assert main(["versions"]) == 0
+    assert "generation: B (pre-releases: the pair matrix cell contract-vf041dev proves)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("verifiers", "renderers"), [("0.4.1.dev87", "0.1.13.dev17"), ("0.4.0", "0.1.13.dev17")])
+def test_another_pre_release_runs_only_under_the_opt_in_with_a_warning(verifiers, renderers) -> None:
+    assert not decide(verifiers, renderers).supported
+    decision = decide(verifiers, renderers, allow_untested=True)
+    assert decision.supported and "unproven pre-release" in decision.warning and decision.prerelease_cell is None

@@ -52,6 +52,9 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lora_train_only": ({}, {"lora_rank": 8, "lora_train_only": True}),
     "priority_and_cache_salt": ({"priority": 3, "cache_salt": "salt-1"}, {}),
     "routing_key": ({}, {"sglang_router_policy": "consistent_hashing"}),
+    # renderers 0.1.13's client: top_k/min_p defaults on every request, and a top-k head of k asked as k+2
+    "new_client_defaults_pass_through": ({"sampling": {"top_k": -1, "min_p": 0.0}}, {}),
+    "top_k_head": ({"logprobs": 4, "sampling": {"extra_args": {"prl_compact_logprobs": True}}}, {}),
 }
 
 
@@ -62,6 +65,8 @@ def translate(case: dict[str, Any], settings: Settings, session: str | None = "t
     for key in ("priority", "cache_salt"):
         if key in case:
             body[key] = case[key]
+    if "logprobs" in case:
+        body["sampling_params"]["logprobs"] = case["logprobs"]
     return to_sglang_request(body, settings=settings, session_id=session, first_turn=True)
 
 
@@ -240,3 +245,20 @@ def test_min_tokens_above_a_cut_budget_is_lowered_to_the_budget() -> None:
     settings = Settings(rollout_max_context_len=len(PROMPT) + 4)
     params = translate({"sampling": {"min_tokens": 10}}, settings).payload["sampling_params"]
     assert (params["max_new_tokens"], params["min_new_tokens"]) == (4, 4)
+
+
+@pytest.mark.parametrize(("logprobs", "top"), [(1, None), (True, None), (None, None), (2, 2), (4, 4)])
+def test_logprobs_above_one_ask_sglang_for_that_many_top_candidates(logprobs, top) -> None:
+    payload = translate({"logprobs": logprobs}, Settings()).payload
+    assert payload.get("top_logprobs_num") == top and payload["return_logprob"] is True
+    assert "logprobs" not in payload["sampling_params"]
+
+
+def test_the_clients_own_extra_args_are_understood_and_never_reach_sglang() -> None:
+    payload = translate({"logprobs": 4, "sampling": {"extra_args": {"prl_compact_logprobs": True}}}, Settings()).payload
+    assert "extra_args" not in payload["sampling_params"] and payload["top_logprobs_num"] == 4
+
+
+def test_an_unknown_extra_args_key_is_refused_naming_it() -> None:
+    with pytest.raises(UnsupportedRequestError, match=r"sampling_params.extra_args \['my_key'\]"):
+        translate({"sampling": {"extra_args": {"prl_compact_logprobs": True, "my_key": 1}}}, Settings())

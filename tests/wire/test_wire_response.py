@@ -198,3 +198,38 @@ def test_the_malformed_output_check_fails_on_a_silently_accepted_output(monkeypa
         {"token_ids": [9], "logprobs": {"content": [{"logprob": -0.1}]}, "finish_reason": "stop"}]})
     with pytest.raises(AssertionError):
         _typed_error_or_exactly_what_was_sent({"meta_info": {"output_token_logprobs": [[-0.5, 3, None]]}})
+
+
+def test_every_answer_carries_its_weight_version_spans_over_completion_indexes() -> None:
+    single = to_renderers_response(sglang_output(IDS, LOGPROBS, weight_version="7"))
+    assert single["choices"][0]["weight_versions"] == [{"version": "7", "start": 0, "end": 3}]
+    output = sglang_output(IDS, LOGPROBS)
+    output["meta_info"]["weight_versions"] = [{"version": 3, "start": 0, "end": 2}, {"version": 4, "start": 2}]
+    spans = to_renderers_response(output)["choices"][0]["weight_versions"]
+    assert spans == [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 2, "end": 3}]
+    del output["meta_info"]["weight_versions"], output["meta_info"]["weight_version"]
+    assert to_renderers_response(output)["choices"][0]["weight_versions"] == []
+
+
+def test_a_requested_top_k_head_comes_back_that_wide_on_every_token() -> None:
+    response = to_renderers_response(sglang_output(IDS, LOGPROBS, top_logprobs_num=4), top_logprobs=4)
+    content = response["choices"][0]["logprobs"]["content"]
+    assert [len(item["top_logprobs"]) for item in content] == [4, 4, 4]
+    assert [item["top_logprobs"][0] for item in content] == [
+        {"token": f"token_id:{i}", "logprob": lp} for i, lp in zip(IDS, LOGPROBS, strict=True)]
+    assert renderers_accepts(response) == (IDS, LOGPROBS)  # older clients read past the head
+
+
+@pytest.mark.parametrize(("meta", "message"), [
+    ({}, r"meta_info.output_top_logprobs: 4 candidates per token were asked \(logprobs=4\) for 3 sampled "
+         r"tokens, the engine sent none"),
+    ({"output_top_logprobs": [[[-0.5, 40, None]]] * 3}, r"output_top_logprobs\[0\]: 4 candidates asked"),
+    ({"output_top_logprobs": [[[-0.5, 40, None]] * 4] * 2}, r"the engine sent 2 positions"),
+    ({"output_top_logprobs": [[[float("nan"), 40, None]] * 4] * 3}, r"output_top_logprobs\[0\].*not finite"),
+])
+def test_a_head_the_engine_did_not_send_is_a_wire_error_naming_the_field_never_a_sample_without_it(
+        meta, message) -> None:
+    output = sglang_output(IDS, LOGPROBS)
+    output["meta_info"].update(meta)
+    with pytest.raises(WireFormatError, match=message):
+        to_renderers_response(output, top_logprobs=4)

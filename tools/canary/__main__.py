@@ -15,14 +15,16 @@ from pathlib import Path
 
 from tools.canary import bump as bumping
 from tools.canary import pins as pinning
-from tools.canary.cells import RESOLVE, SchemaCell, contract_cells
+from tools.canary.cells import DEPENDENCIES, PRERELEASE, RESOLVE, SchemaCell, contract_cells
 from tools.canary.releases import ResolveError, newest
-from tools.canary.report import Canary, render_section
+from tools.canary.report import NEXT_FILE, Canary, next_verdict, render_section
 from tools.canary.runner import REPO, CellResult, run_contract_cell, run_schema_cell
 
 
 def resolve_newest(find_links: Sequence[Path]) -> dict[str, str]:
     found = {key: newest(spec, find_links=find_links) for key, spec in RESOLVE.items()}
+    found |= {key: newest(spec, find_links=find_links, prerelease=True) for key, spec in PRERELEASE.items()}
+    found |= {f"dep:{name}": newest(name, find_links=find_links) for name in DEPENDENCIES}
     print("canary: newest published: " + ", ".join(f"{k} {v}" for k, v in found.items()), flush=True)
     return found
 
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     section = render_section(canary)
     print(section)
     (run_dir / "report.md").write_text(section + "\n")
+    (run_dir / NEXT_FILE).write_text(next_verdict(canary) + "\n")  # docs/ci.md shows it (tools.ci.report)
     if args.write:
         bumping.write_newest_section(section)
     failures = canary.gating_failures()

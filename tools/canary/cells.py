@@ -29,6 +29,16 @@ RESOLVE: dict[str, str] = {
     # generation B's 0.3 line: openai unbounded (0.4.0 pins openai<3), so openai 3.x and its httpx2
     "verifiers-b03": "verifiers>=0.3,<0.4",
 }
+# Resolved with pre-releases allowed: the `next` cell (never gating: they are not out yet).
+PRERELEASE = {"verifiers-next": "verifiers", "renderers-next": "renderers"}
+# What the product and its test layer import beside verifiers/renderers: every runtime dependency of
+# the wheel, then the conformance layer's own. Every contract cell installs each unpinned (the newest
+# its pair allows) and the report lists each against its newest published release.
+RUNTIME_DEPENDENCIES = ("httpx", "httpx-aiohttp", "aiohttp", "pydantic", "starlette", "uvicorn", "uvloop", "httptools",
+                        "orjson", "mcp", "rich", "packaging")
+CONFORMANCE_DEPENDENCIES = ("pytest", "pytest-asyncio", "respx", "syrupy", "hypothesis")
+DEPENDENCIES = RUNTIME_DEPENDENCIES + CONFORMANCE_DEPENDENCIES
+NEXT = "next"
 UNPINNED = ("openai", "transformers")  # every contract cell takes the newest its pair allows
 GENERATION_A_EXTRA = ("mcp>=1.14.1,<2",)  # verifiers 0.2.x's tool servers need mcp 1.x (tox.ini's cells)
 
@@ -47,7 +57,7 @@ class ContractCell:
     def requirements(self) -> tuple[str, ...]:
         extra = GENERATION_A_EXTRA if self.decision.generation == "A" else ()
         return (f"verifiers=={self.verifiers}", f"renderers=={self.renderers}", *UNPINNED, *extra,
-                *bounds_for(self.verifiers))
+                *bounds_for(self.verifiers), *DEPENDENCIES)
 
     @property
     def env(self) -> dict[str, str]:
@@ -64,6 +74,10 @@ class ContractCell:
 
 def contract_cell(name: str, verifiers: str, renderers: str) -> ContractCell:
     decision = decide(verifiers, renderers)
+    if name == NEXT:  # the newest pre-releases: judged and reported on every run, never failing the build
+        opt_in = not decision.supported and decide(verifiers, renderers, allow_untested=True).supported
+        return ContractCell(name, verifiers, renderers, decision, opt_in=opt_in,
+                            runs=decision.supported or opt_in, gating=False)
     if decision.supported:
         return ContractCell(name, verifiers, renderers, decision, opt_in=False, runs=True, gating=True)
     if decide(verifiers, renderers, allow_untested=True).supported:
@@ -74,12 +88,13 @@ def contract_cell(name: str, verifiers: str, renderers: str) -> ContractCell:
 def contract_cells(newest: Mapping[str, str]) -> list[ContractCell]:
     """The newest pair; the newest renderers under the newest known verifiers (when verifiers moved
     past it); the newest 0.3.x with the newest renderers (openai unbounded: the newest openai 3.x and
-    httpx2 it takes, below a known break: `bounds_for`); generation A's newest accepted pair. A pair
-    already planned is not planned twice."""
+    httpx2 it takes, below a known break: `bounds_for`); generation A's newest accepted pair; `next`,
+    the newest pre-releases (reported, never gating). A pair already planned is not planned twice."""
     wanted = [("newest", newest["verifiers"], newest["renderers"]),
               (f"renderers-under-{NEWEST_KNOWN}", NEWEST_KNOWN, newest["renderers"]),
               ("generation-b-0.3", newest["verifiers-b03"], newest["renderers"]),
-              ("generation-a", newest["verifiers-a"], newest["renderers-a"])]
+              ("generation-a", newest["verifiers-a"], newest["renderers-a"]),
+              (NEXT, newest["verifiers-next"], newest["renderers-next"])]
     cells: list[ContractCell] = []
     for name, verifiers, renderers in wanted:
         if all((c.verifiers, c.renderers) != (verifiers, renderers) for c in cells):

@@ -1,9 +1,9 @@
 """The newest published release of a package, as the package index answers it through uv.
 
 `newest(spec)` resolves one requirement (`verifiers`, `verifiers<0.3`) on its own (`--no-deps`),
-for CPython 3.11, without pre-releases, exactly as `uv pip install` would pick it: the index and
-mirrors a user configured for uv apply (UV_INDEX_URL, ...), and `find_links` directories are
-searched too (a planted local wheel is then "published").
+for CPython 3.11, without pre-releases (with them for `prerelease=True`), exactly as `uv pip install`
+would pick it: the index and mirrors a user configured for uv apply (UV_INDEX_URL, ...), and
+`find_links` directories are searched too (a planted local wheel is then "published").
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ class ResolveError(RuntimeError):
     """The index did not answer a release for a requirement."""
 
 
-def newest(spec: str, *, find_links: Sequence[Path] = ()) -> str:
-    """The version uv resolves for `spec` alone (e.g. "0.4.0" for "verifiers")."""
+def newest(spec: str, *, find_links: Sequence[Path] = (), prerelease: bool = False) -> str:
+    """The version uv resolves for `spec` alone (e.g. "0.4.0" for "verifiers"); with `prerelease`,
+    pre-releases count too ("0.4.1.dev86")."""
     argv = [uv_executable(), "pip", "compile", "--no-deps", "--no-header", "--no-annotate", "--quiet",
-            "--python-version", PYTHON, "-"]
+            "--python-version", PYTHON, *(["--prerelease", "allow"] if prerelease else []), "-"]
     for directory in find_links:
         argv += ["--find-links", str(directory)]
     try:

@@ -7,9 +7,12 @@ from dataclasses import dataclass
 
 from adapter.versions.breaks import bounds_for
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
-from tools.canary.cells import ContractCell, SchemaCell
+from tools.canary.cells import DEPENDENCIES, NEXT, RUNTIME_DEPENDENCIES, ContractCell, SchemaCell
 from tools.canary.rules import current_pin
 from tools.canary.runner import CellResult
+from tools.ci.report import CANARY_NEXT
+
+NEXT_FILE = CANARY_NEXT.name  # under the canary's run dir: the `next` cell's verdict, for docs/ci.md
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,35 @@ def package_rows(canary: Canary) -> list[str]:
     return rows
 
 
+def dependency_rows(canary: Canary) -> list[str]:
+    """Every dependency of the wheel and of the conformance layer: its newest final, what the cells
+    installed (each takes the newest its pair allows), the lock's."""
+    rows = [_row("dependency", "of", "newest published", "installed in the cells", "locked", "newest judged"),
+            "|---|---|---|---|---|---|"]
+    for name in DEPENDENCIES:
+        newest = canary.newest.get(f"dep:{name}", "—")
+        installed = _installed(canary, name)
+        judged = "yes" if newest in installed.split(", ") else f"**no**: the cells' pairs allow {installed}"
+        rows.append(_row(name, "the wheel" if name in RUNTIME_DEPENDENCIES else "conformance", newest, installed,
+                         current_pin(name), judged))
+    return rows
+
+
+def next_verdict(canary: Canary) -> str:
+    """One line on the `next` cell (the newest pre-releases): shown loudly, never failing the build."""
+    found = [(cell, result) for cell, result in canary.cells if cell.name == NEXT]
+    if not found:
+        return "`next`: the newest pre-releases are a pair another cell already ran"
+    cell, result = found[0]
+    head = f"`next` (verifiers {cell.verifiers}, renderers {cell.renderers}: the newest pre-releases)"
+    if result.outcome is None:
+        return f"{head}: **not run**: {cell.verdict}"
+    if result.outcome.passed:
+        return f"{head}: pass ({result.outcome.tests} checks); {cell.verdict}"
+    return (f"{head}: **FAIL** ({result.outcome.failed} of {result.outcome.tests} checks; first: "
+            f"`{result.outcome.first_failure}`): not gating, these releases are not out yet")
+
+
 def cell_rows(canary: Canary) -> list[str]:
     rows = [_row("cell", "verifiers", "renderers", "openai", "httpx2", "transformers", "gate", "result",
                  "fails the build"), "|---|---|---|---|---|---|---|---|---|"]
@@ -105,8 +137,11 @@ def render_section(canary: Canary) -> str:
         "the sglang row runs the schema checks (tests/conformance/test_sglang_schema.py) on the newest wheel. A "
         "newest release inside a range the gate accepts that fails fails the lane; a release the gate refuses is "
         "reported, run past the gate under the opt-in where one exists.", "",
-        *package_rows(canary), "", *cell_rows(canary)]
+        *package_rows(canary), "", *cell_rows(canary), "",
+        "What the product and its test layer import, each at the newest its cell's pair allows:", "",
+        *dependency_rows(canary)]
     failures = canary.gating_failures()
     lines += ["", "Verdict: " + ("**the lane fails**: " + "; ".join(failures) if failures
-                                 else "the newest releases pass every check that gates the build.")]
+                                 else "the newest releases pass every check that gates the build."),
+              "", "Next: " + next_verdict(canary)]
     return "\n".join(lines)

@@ -21,7 +21,7 @@ class Rule:
 
 
 CONTRACT_CELLS = ",".join(f"contract-vf{cell}" for cell in ("020", "020-r018", "020-sglang-openai", "021", "030", "031",
-                                                              "040"))
+                                                              "040", "041dev"))
 
 RULES: tuple[Rule, ...] = (
     Rule("verifiers", "pyproject",
@@ -65,8 +65,12 @@ def markdown_table() -> str:
 
 
 def current_pin(package: str, repo: Path = REPO) -> str:
-    """The version the lanes run today, read where the pin lives (never restated here)."""
-    rule = BY_NAME[package]
+    """The version the lanes run today, read where the pin lives (never restated here); a package
+    with no rule, its version in uv.lock."""
+    rule = BY_NAME.get(package)
+    if rule is None:
+        lock = tomllib.loads((repo / "uv.lock").read_text())
+        return next((p["version"] for p in lock["package"] if p["name"] == package), "—")
     if rule.pinned == "tox":
         found = re.search(rf"\b{re.escape(package)}==([0-9][^\s\"']*)", (repo / "tox.ini").read_text())
     elif rule.pinned == "sglang-cpu":

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MATRIX = ("contract-vf020", "contract-vf020-r018", "contract-vf020-sglang-openai", "contract-vf021",
-          "contract-vf030", "contract-vf031", "contract-vf040")
+          "contract-vf030", "contract-vf031", "contract-vf040", "contract-vf041dev")
 PYTHON = ("adapter/*.py", "conformance/*.py", "e2e/*.py", "tests/*.py", "fixtures/*", "benchmarks/*.py",
           "tools/*.py")
 PINS = ("uv.lock", "pyproject.toml", "tox.ini", "e2e/requirements-contract.txt", "e2e/pins/*")

@@ -10,9 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, RESOLVED, STAGES
 from tools.ci.runner import Result
+
+REPO = Path(__file__).resolve().parents[2]
+# The canary's `next` cell verdict (`python -m tools.canary run` writes it under its run dir): the
+# newest pre-releases of verifiers and renderers, judged on every run, shown here, never gating.
+CANARY_NEXT = Path("runs") / "canary" / "next.md"
 
 _SLOWEST = re.compile(r"^=+ slowest (\d+) durations =+$")
 _DURATION = re.compile(r"^(\d+\.\d+)s (call|setup|teardown) +(\S+)$")
@@ -100,6 +106,10 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
         if slow:
             out += ["Its ten slowest tests:", "", "| seconds | test |", "|---|---|"]
             out += [f"| {seconds:.1f} | `{test}` |" for seconds, test in slow]
+    next_file = REPO / CANARY_NEXT
+    if next_file.is_file():
+        out += ["", "## Verifiers as it is about to be (the canary's `next` cell, not gating)", "",
+                next_file.read_text().strip()]
     out += ["", "## What a run resolves: pinned or fresh, never a warm cache's", "",
             "| what | how |", "|---|---|"]
     out += [f"| {what} | {how} |" for what, how in RESOLVED]

@@ -156,7 +156,9 @@ class GenerationB:
         self._endpoint: BridgeEndpoint | None = None
         self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), served
         self._stack: contextlib.AsyncExitStack | None = None
-        self._lock = asyncio.Lock()
+        # made inside serving(), on the loop that serves: a lock made here would outlive its loop
+        # (the legacy Miles ABI runs each call in a new `asyncio.run`) and refuse the next one
+        self._lock: asyncio.Lock | None = None
 
     def make_client(self, app: Any, *, tokenizer_path: str | None = None,
                     renderer_model_name: str | None = None, pool_size: int = 1) -> BridgeEndpoint:
@@ -176,20 +178,20 @@ class GenerationB:
         async with served(self._endpoint.app) as url, contextlib.AsyncExitStack() as stack:
             self._endpoint.url = url
             await stack.enter_async_context(self.env.serving())
-            self._stack, self._sized = stack, {}
+            self._stack, self._sized, self._lock = stack, {}, asyncio.Lock()
             try:
                 yield
             finally:
-                self._stack, self._sized = None, {}
+                self._stack, self._sized, self._lock = None, {}, None
 
     async def _sized_env(self, n: int) -> tuple[Any, list[Any]]:
         """The env whose in-episode group size is n (the TOML's own when it matches)."""
         if n == self.in_episode_n:
             return self.env, self.tasks
+        if self._stack is None or self._lock is None:
+            raise ConfigurationError("episodes run inside serving()")
         async with self._lock:
             if n not in self._sized:
-                if self._stack is None:
-                    raise ConfigurationError("episodes run inside serving()")
                 env = _load_env({**self._config_data, "n": n})
                 await self._stack.enter_async_context(env.serving())
                 self._sized[n] = (env, list(env.taskset))

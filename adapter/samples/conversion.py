@@ -22,15 +22,14 @@ Invariants enforced here: token_ids/sampled_mask/logprobs have equal length (els
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from typing import Any
 
 from adapter.bridge.stats import RolloutStats
 from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
 from adapter.samples.sample_type import Sample, Status, identity_fields, sample_class, span_classes
+from adapter.samples.streams import Columns, LengthMismatch, columns
 from adapter.samples.weight_spans import turn_spans
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
@@ -117,33 +116,15 @@ def _metadata(trace: Any, branch_index: int, task_index: Any) -> dict[str, Any]:
     return {"verifiers": meta}
 
 
-def _plain(stream: Any) -> list[Any]:
-    """A branch stream as a list of plain Python values: a numpy array (verifiers 0.4.1 on:
-    int32 ids, bool mask, float32 logprobs) by its C-level `tolist()`, a list as it is copied.
-    Miles dumps samples as JSON and builds tensors from them: never numpy scalars."""
-    tolist = getattr(stream, "tolist", None)
-    return tolist() if callable(tolist) else list(stream)
-
-
-def _aligned(trace: Any, branch: Any) -> tuple[list[int], list[bool], list[float]]:
-    tokens, mask, logprobs = _plain(branch.token_ids), _plain(branch.sampled_mask), _plain(branch.logprobs)
-    if not len(tokens) == len(mask) == len(logprobs):
+def _columns(trace: Any, branch: Any) -> Columns:
+    try:
+        return columns(branch.token_ids, branch.sampled_mask, branch.logprobs)
+    except LengthMismatch as exc:
         raise TraceConversionError(
             f"trace {trace.id!r} branch {branch.index}: token_ids, sampled_mask and logprobs "
-            f"must have equal length: got {len(tokens)}, {len(mask)}, {len(logprobs)}",
+            f"must have equal length: {exc}",
             trace_id=trace.id,
-        )
-    return tokens, mask, logprobs
-
-
-def _sampled_logprobs(logprobs: list[float], mask: list[bool]) -> list[float]:
-    """Each logprob as a float where sampled, 0.0 elsewhere, by C-level passes (no Python loop per
-    token). Verifiers stores 0.0 at unsampled positions already; a trace that does not gets the
-    per-token fallback."""
-    values = list(map(float, logprobs))
-    if any(compress(values, map(operator.not_, mask))):
-        values = [v if m else 0.0 for v, m in zip(values, mask, strict=True)]
-    return values
+        ) from exc
 
 
 def _base(cls: type[Sample], trace: Any, *, reward_key: str | None, rollout_id: int,
@@ -170,24 +151,23 @@ def trace_to_samples(trace: Any, *, rollout_id: int, reward_key: str | None = No
     task_index = getattr(trace.task.data, "idx", None)
     samples = []
     for position, branch in enumerate(branches):
-        tokens, mask, logprobs = _aligned(trace, branch)
-        start = mask.index(True) if True in mask else len(tokens)
+        column = _columns(trace, branch)
         sample = cls(
             **base,
-            tokens=tokens,
-            response_length=len(tokens) - start,
-            loss_mask=list(bytes(mask[start:])),  # bools → 0/1 ints in one C-level pass
-            rollout_log_probs=_sampled_logprobs(logprobs[start:], mask[start:]),
+            tokens=column.tokens,
+            response_length=len(column.tokens) - column.start,
+            loss_mask=column.loss_mask,
+            rollout_log_probs=column.rollout_log_probs,
             metadata=_metadata(trace, branch.index, task_index),
         )
         if stats is not None:
             stats.apply(sample, main=position == len(branches) - 1)
-            _spans_per_turn(sample, mask, stats)
+            _spans_per_turn(sample, column.sampled_mask, stats)
         samples.append(sample)
     return samples
 
 
-def _spans_per_turn(sample: Any, mask: list[bool], stats: RolloutStats) -> None:
+def _spans_per_turn(sample: Any, mask: Sequence[bool], stats: RolloutStats) -> None:
     """Where Miles' `Sample` holds `list[WeightVersionsPerCall]` (#1891 on): one per model turn,
     its spans at the turn's absolute offsets (`adapter.samples.weight_spans`), replacing the
     per-turn strings `stats.apply` wrote for the older `list[str]` field."""
@@ -196,7 +176,7 @@ def _spans_per_turn(sample: Any, mask: list[bool], stats: RolloutStats) -> None:
         return
     per_call, span = classes
     sample.weight_versions = [per_call(spans=[span(version=v, abs_start=a, abs_end=b) for v, a, b in spans])
-                              for spans in turn_spans(mask, stats.turns)]
+                              for spans in turn_spans(list(map(bool, mask)), stats.turns)]
 
 
 def as_entry(samples: list[Any]) -> Entry:

@@ -58,6 +58,7 @@ VERIFIERS_PINS: tuple[OpenAIPin, ...] = (
     _verifiers("0.3.0", ">=2.9.0"),
     _verifiers("0.3.1", ">=2.9.0"),
     _verifiers("0.4.0", "<3.0.0,>=2.54.0"),
+    _verifiers("0.4.1.dev86", "<3.0.0,>=2.54.0"),  # the pre-release the gate serves
 )
 MILES_SGLANG = "0.5.16"  # the SGLang release in Miles' image
 

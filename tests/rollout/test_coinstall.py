@@ -109,7 +109,7 @@ def test_the_miles_image_sglang_leaves_only_verifiers_020() -> None:
     miles = next(r for r in SGLANG_PINS if r.version == MILES_SGLANG)
     fit, unfit = verifiers_beside(miles.specifier)
     assert [r.version for r in fit] == ["0.2.0"]
-    assert [r.version for r in unfit] == ["0.2.1", "0.3.0", "0.3.1", "0.4.0"]
+    assert [r.version for r in unfit] == ["0.2.1", "0.3.0", "0.3.1", "0.4.0", "0.4.1.dev86"]
 
 
 @pytest.mark.parametrize(("a", "b", "expected"), [
@@ -153,7 +153,7 @@ def test_versions_reports_openai_conflicting_with_installed_sglang(monkeypatch, 
     assert "verifiers 0.2.0 needs openai>=1.108.1: ok" in out
     assert "sglang 0.5.16 needs openai==2.6.1: CONFLICT with the installed openai" in out
     assert ("beside sglang 0.5.16 in one environment: verifiers 0.2.0; not 0.2.1/0.3.0/0.3.1 (needs openai>=2.9.0), "
-            "0.4.0 (needs openai<3.0.0,>=2.54.0)") in out
+            "0.4.0/0.4.1.dev86 (needs openai<3.0.0,>=2.54.0)") in out
     assert "broken:" not in out
 
 
@@ -244,7 +244,7 @@ def test_readme_version_table_says_which_verifiers_fit_beside_sglang() -> None:
     for line in table[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         for part in cells[0].split(" / "):
-            if match := re.match(r"\d+\.\d+\.\d+", part):
+            if match := re.match(r"\d+\.\d+\.\d+(?:\.dev\d+)?", part):
                 seen[match.group(0)] = cells[column].startswith("yes")
     assert seen == {v.version: all(FITS_BESIDE[(s.version, v.version)] for s in SGLANG_PINS) for v in VERIFIERS_PINS}
     assert f"Miles' image (SGLang {MILES_SGLANG})" in readme and "only verifiers 0.2.0 installs" in readme

@@ -23,6 +23,7 @@ from adapter.versions.gate import (
     ALLOW_UNTESTED_ENV,
     NEWEST_KNOWN,
     PROVEN,
+    PROVEN_PRERELEASES,
     VersionDecision,
     _generation_of,
     _release,
@@ -104,9 +105,11 @@ def test_the_tox_parse_sees_every_matrix_cell_with_an_exact_pair() -> None:
 
 
 def test_every_pair_the_gate_calls_proven_has_a_contract_cell_and_a_passing_table_row() -> None:
-    assert set(PROVEN) == set(_proven_by_tox())
+    assert set(PROVEN) | set(PROVEN_PRERELEASES) == set(_proven_by_tox())
+    for (verifiers, renderers), cell in PROVEN_PRERELEASES.items():
+        assert _proven_by_tox()[(verifiers, renderers)] == [cell]
     table = render_table()
-    for verifiers, renderers in PROVEN:
+    for verifiers, renderers in [*PROVEN, *PROVEN_PRERELEASES]:
         assert decide(verifiers, renderers).supported and decide(verifiers, renderers).warning is None
         assert any(f"| {verifiers} | {renderers} | — | — | pass | " in row and f"`{env}`" in row
                    for row in table.splitlines() for env in _proven_by_tox()[(verifiers, renderers)])

@@ -248,3 +248,22 @@ def test_numpy_streams_convert_to_the_same_samples_of_plain_python_values(spec) 
     for sample in from_arrays:
         assert _plain_types(sample) <= {int, float} and type(sample.loss_mask[0]) is int
         json.dumps(sample.to_dict())  # Miles dumps samples as JSON: numpy scalars would fail here
+
+
+@pytest.mark.parametrize("as_array", [False, True], ids=["lists", "numpy"])
+def test_streams_give_the_same_columns_as_lists_or_arrays_unsampled_logprobs_zeroed(as_array) -> None:
+    import numpy as np
+
+    from adapter.samples.streams import LengthMismatch, columns
+
+    ids, mask, logprobs = [5, 6, 7, 8, 9], [False, True, False, True, True], [0.0, -0.5, -9.0, -0.25, -0.125]
+    if as_array:
+        ids, mask, logprobs = (np.asarray(ids, dtype=np.int32), np.asarray(mask),
+                               np.asarray(logprobs, dtype=np.float32))
+    got = columns(ids, mask, logprobs)
+    assert (got.tokens, got.start, got.loss_mask, got.rollout_log_probs) == (
+        [5, 6, 7, 8, 9], 1, [1, 0, 1, 1], [-0.5, 0.0, -0.25, -0.125])
+    assert {type(v) for v in (*got.tokens, *got.loss_mask)} == {int}
+    assert {type(v) for v in got.rollout_log_probs} == {float}
+    with pytest.raises(LengthMismatch, match="got 5, 4, 5"):
+        columns(ids, mask[:4], logprobs)

@@ -38,6 +38,7 @@
     │   ├── EngineTimeoutError    no answer within the configured timeout
     │   └── EngineUnavailableError  no connection (refused, reset, DNS)
     └── TraceConversionError      a trace broke a Sample invariant (names the trace and lengths)
+        ├── StreamLengthError     a branch's three streams differ in length (carries the lengths)
         └── EmptyTraceError       a trace with no branches: nothing to train on
 
 Outside the tree, each where its callers need a standard base (all defined here):
@@ -166,6 +167,15 @@ class TraceConversionError(VfSglangError):
     def __init__(self, message: str, *, trace_id: str | None = None) -> None:
         super().__init__(message)
         self.trace_id = trace_id
+
+
+class StreamLengthError(TraceConversionError):
+    """A branch's token_ids, sampled_mask and logprobs differ in length (`adapter.samples.streams`);
+    `lengths` holds the three, in that order."""
+
+    def __init__(self, lengths: tuple[int, int, int]) -> None:
+        super().__init__(f"got {lengths[0]}, {lengths[1]}, {lengths[2]}")
+        self.lengths = lengths
 
 
 class EmptyTraceError(TraceConversionError):

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.bridge.stats import RolloutStats
-from adapter.errors import EmptyTraceError, RewardKeyError, TraceConversionError
+from adapter.errors import EmptyTraceError, RewardKeyError, StreamLengthError, TraceConversionError
 from adapter.samples.sample_type import Sample, Status, identity_fields, sample_class, span_classes
-from adapter.samples.streams import Columns, LengthMismatch, columns
+from adapter.samples.streams import Columns, columns
 from adapter.samples.weight_spans import turn_spans
 
 # Why a group is dropped: "episode_error" (the episode raised or returned the wrong number of
@@ -119,7 +119,7 @@ def _metadata(trace: Any, branch_index: int, task_index: Any) -> dict[str, Any]:
 def _columns(trace: Any, branch: Any) -> Columns:
     try:
         return columns(branch.token_ids, branch.sampled_mask, branch.logprobs)
-    except LengthMismatch as exc:
+    except StreamLengthError as exc:
         raise TraceConversionError(
             f"trace {trace.id!r} branch {branch.index}: token_ids, sampled_mask and logprobs "
             f"must have equal length: {exc}",

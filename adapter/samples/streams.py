@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
+from adapter.errors import StreamLengthError
+
 
 @dataclass(frozen=True)
 class Columns:
@@ -33,20 +35,12 @@ class Columns:
     sampled_mask: Any  # the whole branch's, as given: a list of bools or a numpy bool array
 
 
-class LengthMismatch(ValueError):
-    """The three streams differ in length; `lengths` is (token_ids, sampled_mask, logprobs)."""
-
-    def __init__(self, lengths: tuple[int, int, int]) -> None:
-        super().__init__(f"got {lengths[0]}, {lengths[1]}, {lengths[2]}")
-        self.lengths = lengths
-
-
 def is_array(stream: Any) -> bool:
     return hasattr(stream, "dtype") and hasattr(stream, "tolist")
 
 
 def columns(token_ids: Any, sampled_mask: Any, logprobs: Any) -> Columns:
-    """The Sample columns of one branch (`LengthMismatch` when its streams disagree in length)."""
+    """The Sample columns of one branch (`StreamLengthError` when its streams disagree in length)."""
     if is_array(token_ids) or is_array(sampled_mask) or is_array(logprobs):
         return _from_arrays(token_ids, sampled_mask, logprobs)
     return _from_lists(list(token_ids), list(sampled_mask), list(logprobs))
@@ -54,7 +48,7 @@ def columns(token_ids: Any, sampled_mask: Any, logprobs: Any) -> Columns:
 
 def _check(tokens: Sized, mask: Sized, logprobs: Sized) -> None:
     if not len(tokens) == len(mask) == len(logprobs):
-        raise LengthMismatch((len(tokens), len(mask), len(logprobs)))
+        raise StreamLengthError((len(tokens), len(mask), len(logprobs)))
 
 
 def _from_lists(tokens: list[int], mask: list[bool], logprobs: list[float]) -> Columns:

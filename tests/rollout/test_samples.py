@@ -254,7 +254,8 @@ def test_numpy_streams_convert_to_the_same_samples_of_plain_python_values(spec) 
 def test_streams_give_the_same_columns_as_lists_or_arrays_unsampled_logprobs_zeroed(as_array) -> None:
     import numpy as np
 
-    from adapter.samples.streams import LengthMismatch, columns
+    from adapter.errors import StreamLengthError
+    from adapter.samples.streams import columns
 
     ids, mask, logprobs = [5, 6, 7, 8, 9], [False, True, False, True, True], [0.0, -0.5, -9.0, -0.25, -0.125]
     if as_array:
@@ -265,5 +266,5 @@ def test_streams_give_the_same_columns_as_lists_or_arrays_unsampled_logprobs_zer
         [5, 6, 7, 8, 9], 1, [1, 0, 1, 1], [-0.5, 0.0, -0.25, -0.125])
     assert {type(v) for v in (*got.tokens, *got.loss_mask)} == {int}
     assert {type(v) for v in got.rollout_log_probs} == {float}
-    with pytest.raises(LengthMismatch, match="got 5, 4, 5"):
+    with pytest.raises(StreamLengthError, match="got 5, 4, 5"):
         columns(ids, mask[:4], logprobs)

@@ -24,6 +24,7 @@ from adapter.episodes.bundled import add_env_sources
 from adapter.episodes.generations import installed
 from adapter.rollout.job import prepare_orchestrator
 from adapter.samples.conversion import flatten
+from e2e.common.exclusive import machine_turn
 
 pytestmark = pytest.mark.sglang_cpu
 
@@ -86,6 +87,12 @@ def test_the_same_seed_gives_the_same_samples_twice(real_sglang, tmp_path: Path)
 async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_ends(real_sglang) -> None:
     # min_new_tokens keeps every answer ~1 s long (the tiny model would stop after a few tokens),
     # so the aborts land on requests in flight; after the last abort the run must still finish.
+    # The lane beside this one runs this test on its own server: one at a time (e2e.common.exclusive).
+    with machine_turn("real-sglang-long-decode", wait_s=600):
+        await _abort_all_during_a_run(real_sglang)
+
+
+async def _abort_all_during_a_run(real_sglang: Any) -> None:
     settings = _settings(real_sglang, rollout_max_response_len=620, rollout_min_new_tokens=600,
                          rollout_batch_size=2, n_samples_per_prompt=2)
     orchestrator = prepare_orchestrator(settings, engine_url=real_sglang.url)
@@ -98,10 +105,9 @@ async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_end
             await asyncio.sleep(0.3)
             response = await http.post(f"{real_sglang.url}/abort_request", json={"abort_all": True})
             assert response.status_code == 200
-    # The run ending is the event; this bound only stops a hung one. The replacement groups decode
-    # 600+ tokens each: ~60 s on an idle 2-core box, 300+ s seen with both cores busy (a lane beside
-    # it and other work), so 900 s leaves 3x that margin inside the step's 1500 s.
-    result = await asyncio.wait_for(run, timeout=900)
+    # The run ending is the event; this bound only stops a hung one. Alone (the twin test waits its
+    # turn) the test takes ~60 s on 2 cores, 88 s beside another lane's lighter step: 300 s is 3x that.
+    result = await asyncio.wait_for(run, timeout=300)
     drops = {key: value for key, value in result.metrics.items() if key.startswith("rollout/drop/")}
     assert drops and all(value > 0 for value in drops.values()), result.metrics
     kept = [s for group in result.groups for s in flatten(group)]

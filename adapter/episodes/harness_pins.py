@@ -42,7 +42,7 @@ MARK = "# vf-sglang: the host's versions"  # a TOML comment on the lines `held` 
 # The module attribute each release keeps its harness program in (0.2.x/0.3.x; 0.4.0's null harness).
 PROGRAM_ATTRIBUTES = ("PROGRAM_SOURCE", "CHAT_PROGRAM_SOURCE")
 DATE_PIN = "UV_EXCLUDE_NEWER"
-_BLOCK = re.compile(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
+PEP723_BLOCK = re.compile(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
 
 
 def host_pins() -> tuple[str, ...]:
@@ -67,7 +67,7 @@ def pins_for(harness_env: Mapping[str, str], environ: Mapping[str, str] | None =
 
 def program_requirements(source: str) -> list[Requirement]:
     """The `dependencies` of a program's PEP 723 block (none when it has no block)."""
-    match = _BLOCK.search(source)
+    match = PEP723_BLOCK.search(source)
     if match is None:
         return []
     content = "".join(line[2:] if line.startswith("# ") else line[1:]

@@ -41,18 +41,16 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from adapter.episodes.caches import user_cache_dir
-from adapter.episodes.harness_pins import MARK, program_attribute
+from adapter.episodes.harness_pins import MARK, PEP723_BLOCK, program_attribute, program_requirements
 from adapter.errors import HarnessEnvironmentError
 
 logger = logging.getLogger(__name__)
@@ -63,7 +61,6 @@ OFFLINE = {"UV_OFFLINE": "1"}
 BYTECODE = {"UV_COMPILE_BYTECODE": "1"}
 # Who already decided the preparation's UV_OFFLINE (the release: 0.4.0 forces it), in that order.
 FixedBy = Literal["the installed verifiers", "the harness env", "this process' environment"]
-_PEP723 = re.compile(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
 _ready: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, str]] = {}
 
 
@@ -72,7 +69,7 @@ def program_source(harness_cls: type) -> str | None:
     program otherwise is left as Verifiers runs it)."""
     found = program_attribute(harness_cls)
     source = None if found is None else getattr(*found)
-    return source if isinstance(source, str) and _PEP723.search(source) else None
+    return source if isinstance(source, str) and PEP723_BLOCK.search(source) else None
 
 
 def offline_env(script: str, harness_env: Mapping[str, str], *,
@@ -179,12 +176,7 @@ def _script_copy(script: str, env: Mapping[str, str]) -> Path:
 
 
 def _dependencies(path: Path) -> list[str]:
-    match = _PEP723.search(path.read_text())
-    if match is None:
-        return []
-    content = "".join(line[2:] if line.startswith("# ") else line[1:]
-                      for line in match.group("content").splitlines(keepends=True))
-    return [str(d) for d in tomllib.loads(content).get("dependencies", [])]
+    return [str(req) for req in program_requirements(path.read_text())]
 
 
 def _refusal(uv: str, path: Path, env: Mapping[str, str], cached: _Sync | None, fetched: _Sync,

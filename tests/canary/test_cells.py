@@ -13,7 +13,7 @@ from tools.canary.runner import CellResult
 TODAY = {"verifiers": "0.4.0", "renderers": "0.1.12", "openai": "3.57.0", "transformers": "5.24.0",
          "sglang": "0.5.23", "smg": "1.13.0", "verifiers-a": "0.2.1", "renderers-a": "0.1.10", "verifiers-b03": "0.3.1",
          "verifiers-next": "0.4.1.dev86", "renderers-next": "0.1.13.dev17"}
-NEXT = {"next": ("0.4.1.dev86", "0.1.13.dev17", True, False, False)}  # the proven pre-release pair: runs, reported
+NEXT = {"next": ("0.4.1.dev86", "0.1.13.dev17", False, False, False)}  # proven: the matrix cell judges it
 
 
 def _plan(**newer: str) -> dict[str, tuple[str, str, bool, bool, bool]]:
@@ -98,8 +98,15 @@ def test_the_sglang_row_says_whether_the_cpu_lanes_serve_the_release(version: st
     assert SchemaCell(version).served_note.startswith(note)
 
 
+def test_the_proven_pre_release_pair_is_judged_by_its_matrix_cell_not_run_twice() -> None:
+    (cell,) = [c for c in contract_cells(TODAY) if c.name == "next"]
+    assert not cell.runs and not cell.gating
+    canary = Canary("2026-12-05", TODAY, [(cell, CellResult(cell.name, None))],
+                    (SchemaCell("0.5.23"), CellResult("sglang-0.5.23", Outcome(40, 0, None))))
+    assert "judged on every CI run by the matrix cell `contract-vf041dev`" in render_section(canary)
+
+
 @pytest.mark.parametrize(("verifiers", "renderers", "opt_in"), [
-    ("0.4.1.dev86", "0.1.13.dev17", False),  # the proven pre-release pair
     ("0.4.1.dev90", "0.1.13.dev20", True),  # newer pre-releases: past the gate with the opt-in
 ])
 def test_the_next_cell_runs_the_newest_pre_releases_and_never_fails_the_build(verifiers, renderers, opt_in) -> None:

@@ -107,6 +107,9 @@ def next_verdict(canary: Canary) -> str:
         return "`next`: the newest pre-releases are a pair another cell already ran"
     cell, result = found[0]
     head = f"`next` (verifiers {cell.verifiers}, renderers {cell.renderers}: the newest pre-releases)"
+    if result.outcome is None and cell.decision.prerelease_cell is not None:
+        return (f"{head}: a proven pre-release pair, judged on every CI run by the matrix cell "
+                f"`{cell.decision.prerelease_cell}` (docs/ci.md's matrix row)")
     if result.outcome is None:
         return f"{head}: **not run**: {cell.verdict}"
     if result.outcome.passed:

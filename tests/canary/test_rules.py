@@ -55,3 +55,45 @@ def test_compat_write_carries_the_canarys_section_over() -> None:
     written = with_newest_section(fresh, "| verifiers | 0.4.0 |")
     assert "| verifiers | 0.4.0 |" in render_doc(existing=written)
     assert render_doc(existing=written).count(NEWEST_BEGIN) == 1
+
+
+def _tracked_files() -> list[str]:
+    import subprocess
+
+    return subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+
+
+# Files that hold `package==X` as generated text, test data or a matrix cell's own pair, never
+# as a copy of the default pin.
+NOT_COPIES = {"uv.lock", "docs/compatibility.md", "docs/versions.md", "README.md", "tox.ini",
+              "tests/canary/test_pins.py", "tests/canary/test_rules.py", "tests/rollout/test_refusals.py",
+              "tests/rollout/test_harness_pins.py", "tests/sglang_cpu/test_sglang_cpu_launch.py"}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
+def test_bump_knows_every_copy_of_a_pin(rule) -> None:
+    """Each tracked file restating today's pin is where the pin lives, a copy the rule lists (bump
+    rewrites it), a compiled lock bump recompiles, or test data: a new copy fails here."""
+    from tools.canary.bump import pin_pattern
+
+    pin = current_pin(rule.package)
+    pattern = pin_pattern(rule.package, pin)
+    # e2e/pins and the lanes' compiled requirements (.txt) are resolutions: recompiled, not copied
+    holding = {name for name in _tracked_files()
+               if not name.startswith("e2e/pins/") and name.endswith((".py", ".md", ".in", ".toml", ".ini"))
+               and pattern.search((REPO / name).read_text(errors="replace"))}
+    home = {"pyproject.toml"} | {name for name in holding if rule.pinned == "sglang-cpu" and "/requirements/" in name}
+    assert holding - home - set(rule.copies) - NOT_COPIES == set()
+    assert set(rule.copies) <= holding  # every listed copy still holds the pin
+
+
+def test_bump_rewrites_each_copy_and_leaves_longer_versions_alone(tmp_path) -> None:
+    from tools.canary.bump import rewrite_copies
+    from tools.canary.rules import Rule
+
+    (tmp_path / "a.md").write_text("pip install smg==1.13.0\nsmg==1.13.01 xsmg==1.13.0 smg==1.13.0.\n")
+    rule = Rule("smg", "tox", "", (), copies=("a.md",))
+    assert rewrite_copies(rule, "1.13.0", "1.14.0", tmp_path) == ["a.md"]
+    assert (tmp_path / "a.md").read_text() == "pip install smg==1.14.0\nsmg==1.13.01 xsmg==1.13.0 smg==1.14.0.\n"
+    with pytest.raises(SystemExit, match="holds no `smg==1.13.0`"):
+        rewrite_copies(rule, "1.13.0", "1.15.0", tmp_path)

@@ -18,6 +18,11 @@ class Rule:
     pinned: str  # "pyproject" (an exact pin there, then the lock), "lock", "tox" (a lane's pin), "sglang-cpu"
     gate: str  # what the adapter accepts untested, and why
     lanes: tuple[str, ...]
+    # Every other file that restates the pin as `package==X` (docs, commands, a lane's own
+    # requirements): `bump` rewrites each one; tests/canary/test_rules.py fails on a copy not listed.
+    copies: tuple[str, ...] = ()
+    # Copies that are compiled requirement files: rewritten from their `.in`, by this command.
+    relock: tuple[str, ...] = ()
 
 
 CONTRACT_CELLS = ",".join(f"contract-vf{cell}" for cell in ("020", "020-r018", "020-sglang-openai", "021", "030", "031",
@@ -27,12 +32,14 @@ RULES: tuple[Rule, ...] = (
     Rule("verifiers", "pyproject",
          "gated: 0.2.x runs as generation A, 0.3.x and 0.4.0 as B; a newer 0.x is refused unless "
          "VF_SGLANG_ALLOW_UNTESTED_VERIFIERS=1 (then it runs as B with a warning); a new major is refused",
-         ("fast", CONTRACT_CELLS, "e2e-vf040", "sglang-cpu", "sglang-cpu-0516", "canary")),
+         ("fast", CONTRACT_CELLS, "e2e-vf040", "sglang-cpu", "sglang-cpu-0516", "canary"),
+         copies=("e2e/miles_cpu/requirements/miles-rl-0.0.2.in",), relock=("python -m e2e.miles_cpu lock",)),
     Rule("renderers", "pyproject",
          "gated: generation A needs >=0.1.8,<0.1.11 (0.1.11 removed create_renderer_pool); B needs its "
          "verifiers release's own floor and has no ceiling, so a newer renderers is accepted untested: "
          "the canary runs the newest under the newest verifiers and fails when it breaks",
-         ("fast", CONTRACT_CELLS, "e2e-vf040", "canary")),
+         ("fast", CONTRACT_CELLS, "e2e-vf040", "canary"),
+         copies=("e2e/miles_cpu/requirements/miles-rl-0.0.2.in",), relock=("python -m e2e.miles_cpu lock",)),
     Rule("openai", "lock",
          "not gated: verifiers' own requirement decides it; beside SGLang in one environment SGLang's exact "
          "pin must hold (`vf-sglang versions` checks it)", ("fast", CONTRACT_CELLS, "canary")),
@@ -45,10 +52,15 @@ RULES: tuple[Rule, ...] = (
          "they break", ("sglang-schema", "sglang-cpu", "sglang-cpu-0516", "rl-cpu", "miles", "canary")),
     Rule("smg", "tox",
          "not gated: a router is recognised by its worker listing; the router lane pins it",
-         ("router", "sglang-cpu")),
+         ("router", "sglang-cpu"),
+         copies=("docs/router.md", "benchmarks/router_load.py", "tests/router/conftest.py")),
     Rule("torch", "pyproject",
          "not gated: the demo group pins it for the reference engine, the RL trainer and SGLang on CPU",
-         ("e2e", "sglang-cpu", "rl-cpu", "miles")),
+         ("e2e", "sglang-cpu", "rl-cpu", "miles"),
+         copies=("e2e/sglang_cpu/lock.py", "e2e/sglang_cpu/requirements/sglang-0.5.16.in",
+                 "e2e/sglang_cpu/requirements/sglang-0.5.23.in", "e2e/miles_cpu/requirements/miles-rl-0.0.2.in"),
+         relock=("python -m e2e.sglang_cpu lock --version 0.5.16", "python -m e2e.sglang_cpu lock --version 0.5.23",
+                 "python -m e2e.miles_cpu lock")),
 )
 
 BY_NAME = {rule.package: rule for rule in RULES}

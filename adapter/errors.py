@@ -21,12 +21,16 @@
     │   │                         the cache and the command that fills it
     │   ├── AmbiguousIdentityError  a checkpoint path matches more than one registered model
     │   │                         (carries the candidates and the path component)
-    │   └── UnknownMilesError     the importable `miles` reads neither ABI selector variable
+    │   ├── UnknownMilesError     the importable `miles` reads neither ABI selector variable
+    │   └── ResumeStateError      a run's saved rollout state is missing, corrupt or another
+    │                             taskset's (names the file); never a silent start from zero
     ├── WireFormatError           the engine answered something that is not a valid sample:
     │   │                         missing/mismatched logprobs, non-finite or positive values,
     │   │                         a count that disagrees with `completion_tokens`.
     │   └── FinishReasonError     a finish reason that is missing or unknown (names the value)
     ├── RolloutStalledError       every recent group was dropped: the run cannot make progress
+    ├── InternalBridgeError       the bridge's own code failed answering a model call (a bug):
+    │                             the train call raises it at the next group, cause chained
     ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
     ├── EpisodeError              an episode failed as data (Verifiers recorded or raised a rollout
     │                             error): its group is dropped with `reason`; any other exception
@@ -210,6 +214,21 @@ class AmbiguousIdentityError(ConfigurationError):
 
 class UnknownMilesError(ConfigurationError):
     """The importable `miles` reads neither selector variable (not Miles, or an unknown release)."""
+
+
+class ResumeStateError(ConfigurationError):
+    """A run's saved rollout state (task cursor, counters) is missing, unreadable or from another
+    run's taskset: resuming would silently start from zero or draw other tasks. Names the file."""
+
+    def __init__(self, message: str, *, path: object) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class InternalBridgeError(VfSglangError):
+    """The bridge's own code failed while answering a model call (a bug, not the engine's or the
+    client's fault). Recorded on the bridge's state and raised by the train call at the next group
+    with the original exception chained, so a bug stops the run instead of becoming dropped data."""
 
 
 class RolloutStalledError(VfSglangError):

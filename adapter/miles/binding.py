@@ -16,6 +16,7 @@ from typing import Any
 
 from adapter.config.settings import Settings
 from adapter.engine.client import router_url
+from adapter.miles import checkpoint
 from adapter.miles.abi import abi_types, rollout_fn_base
 from adapter.rollout.hooks import miles_hooks
 from adapter.rollout.job import prepare_orchestrator
@@ -77,11 +78,15 @@ class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' Base
         _stamp_trainer_model_id(train.groups, getattr(rollout_input, "trainer_model_id", None))
         return train_output(samples=train.groups, metrics=train.metrics)
 
-    def save(self, *args: Any) -> None:
-        """Nothing to save: the task cursor restarts from `rollout_id × batch` on resume."""
+    def save(self, rollout_id: int) -> None:
+        """Keep what a resumed run needs (task cursor, rollout-id and group counters) in Miles' save
+        directory (adapter.miles.checkpoint)."""
+        checkpoint.save(self.orchestrator, self.args, rollout_id)
 
-    def load(self, *args: Any) -> None:
-        """Nothing to load (see `save`)."""
+    def load(self, rollout_id: int | None) -> None:
+        """Continue from `rollout_id`'s saved state; None is a fresh start. A missing or corrupt
+        state is a `ResumeStateError` naming the file."""
+        checkpoint.load(self.orchestrator, self.args, rollout_id)
 
 
 _LEGACY: dict[tuple[int, int], VerifiersRolloutFn] = {}

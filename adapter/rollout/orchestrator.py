@@ -15,7 +15,8 @@ renderer pool by `renderer_pool_size`.
 
 Train (docs/contract.md §6): launch `over_sampling_batch_size` task groups at a time until enough
 groups are kept; the task cursor starts at `rollout_id × rollout_batch_size` on the first call
-(resume) and continues from there; dropped groups are counted by reason and replaced. A
+and continues from there (a run resumed from a checkpoint continues its saved cursor instead:
+`checkpoint`/`restore`, adapter.rollout.run_state); dropped groups are counted by reason and replaced. A
 refusal stops the run as soon as a group finishes: the bridge records the typed
 `ConfigurationError` it answered (`BridgeState.refusal`) and this loop re-raises that object,
 on every generation alike. Only `EpisodeError` (raised by the shims) drops a group; any other
@@ -33,7 +34,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adapter.bridge.handler import BridgeState, create_app
@@ -44,6 +45,7 @@ from adapter.engine.proxies import bypass_proxies_for_loopback
 from adapter.episodes.generations import EpisodeBackend
 from adapter.errors import ConfigurationError, EpisodeError, RolloutStalledError, TrainerSampleError
 from adapter.rollout.hooks import RolloutHooks, score
+from adapter.rollout.run_state import Counters, RunState, order_digest
 from adapter.samples.conversion import (
     GroupOutcome,
     assemble_group,
@@ -146,9 +148,30 @@ class Orchestrator:
             await client.close()
             await engine.aclose()
 
+    def checkpoint(self, rollout_id: int) -> RunState:
+        """What a resumed run needs after `rollout_id`'s train call (adapter.rollout.run_state)."""
+        return RunState(rollout_id=rollout_id, cursor=self._cursor, rollout_ids=self._rollout_ids,
+                        train=Counters(**asdict(self._train)),
+                        eval=Counters(**asdict(self._eval)),
+                        tasks=len(self._order), order=order_digest(self._order))
+
+    def restore(self, state: RunState) -> None:
+        """Continue exactly where `state` was taken: the next train call draws the task and seed an
+        uninterrupted run would have drawn next. A state from another taskset or draw order is a
+        `ConfigurationError` (its tasks would differ)."""
+        if (state.tasks, state.order) != (len(self._order), order_digest(self._order)):
+            raise ConfigurationError(
+                f"the saved rollout state is for a taskset of {state.tasks} tasks in another draw order "
+                f"(this run has {len(self._order)}; --rollout-shuffle/--rollout-seed or the taskset changed): "
+                "resume with the run's own EnvConfig and flags, or start afresh without --load")
+        self._cursor = state.cursor
+        self._rollout_ids = state.rollout_ids
+        self._train = _Counters(**state.train.model_dump())
+        self._eval = _Counters(**state.eval.model_dump())
+
     def _next_task(self, rollout_id: int) -> tuple[int, int]:
         """(task index, cursor position) of the next train group. The cursor is global: it starts
-        at `rollout_id × rollout_batch_size` on the first call (resume) and only ever grows, so a
+        at `rollout_id × rollout_batch_size` on the first call (unless `restore` set it) and only ever grows, so a
         task drawn again (a second pass, a replaced group) sits at a new position."""
         if self._cursor is None:
             self._cursor = rollout_id * (self.settings.rollout_batch_size or 1)

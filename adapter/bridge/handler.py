@@ -17,8 +17,9 @@ machine-readable so clients branch on it:
   * `engine_error` → the engine's fault: its own 4xx, or 502 (5xx, 3xx, malformed output),
     503 (unreachable), 504 (no complete answer by the deadline); `engine_aborted` → 410 (an engine
     abort: a status no client SDK retries, so an `abort_all` stands);
-  * `internal_error` → 500: a bug in the adapter (logged with its traceback). The fault suite
-    (the test layer's fault table) proves no fault reaches it.
+  * `internal_error` → 500: a bug in the adapter (logged with its traceback), also recorded on
+    `BridgeState.internal_error`, which the orchestrator raises at the next group: a bug stops the
+    run. The fault suite (the test layer's fault table) proves no fault reaches it.
 Engine attempts are budgeted per model turn (`adapter.bridge.sessions.TurnBudgets`): once a turn's
 budget is spent, retries from upper layers get the turn's last failure without an engine call.
 Behind the SGLang router that budget holds end to end only when the router does not retry too
@@ -50,6 +51,7 @@ from adapter.errors import (
     EngineStatusError,
     EngineTimeoutError,
     EngineUnavailableError,
+    InternalBridgeError,
     JSONBodyError,
     WireFormatError,
 )
@@ -116,7 +118,20 @@ class BridgeState:
     # one a client in front of it refused with (generation A's TrainClient). The orchestrator
     # re-raises this object as soon as a group finishes: the type travels, never its name.
     refusal: ConfigurationError | None = None
+    # The first bug in the bridge's own code (an exception no typed answer covers): answered 500,
+    # and raised by the orchestrator at the next group, the bug chained as its cause, so a bug
+    # stops the run instead of becoming dropped, resampled data.
+    internal_error: InternalBridgeError | None = None
     stats: SessionStats = field(default_factory=SessionStats)  # per-session meta_info (adapter.bridge.stats)
+
+
+    def record_bug(self, exc: BaseException) -> None:
+        if self.internal_error is None:
+            error = InternalBridgeError(
+                f"the bridge's own code failed answering a model call ({type(exc).__name__}: {exc}): a bug in "
+                "vf-sglang, not a fault of the engine or the client; the run stops (traceback chained below)")
+            error.__cause__ = exc
+            self.internal_error = error
 
 
 def error_reply(status: int, kind: str, message: str) -> Reply:
@@ -183,8 +198,9 @@ async def handle_generate(state: BridgeState, body: bytes | Mapping[str, Any], s
         return error_reply(502, ENGINE_ERROR, f"malformed engine output: {exc}")
     except EngineError as exc:
         return error_reply(engine_status(exc), ENGINE_ERROR, str(exc))
-    except Exception:  # the last resort: a bug, never a fault of the client or the engine
+    except Exception as exc:  # the last resort: a bug, never a fault of the client or the engine
         logger.exception("bridge: internal error while handling a generate request")
+        state.record_bug(exc)
         return error_reply(500, INTERNAL_ERROR, "internal error in the vf-sglang bridge (see its log)")
 
 
@@ -214,6 +230,7 @@ async def health(request: Request) -> Response:
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     logger.error("bridge: internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    request.app.state.bridge.record_bug(exc)
     return _json(error_reply(500, INTERNAL_ERROR, "internal error in the vf-sglang bridge (see its log)"))
 
 

@@ -19,7 +19,8 @@ and continues from there (a run resumed from a checkpoint continues its saved cu
 `checkpoint`/`restore`, adapter.rollout.run_state); dropped groups are counted by reason and replaced. A
 refusal stops the run as soon as a group finishes: the bridge records the typed
 `ConfigurationError` it answered (`BridgeState.refusal`) and this loop re-raises that object,
-on every generation alike. Only `EpisodeError` (raised by the shims) drops a group; any other
+on every generation alike; a bug in the bridge's own code (`BridgeState.internal_error`) stops
+it the same way. Only `EpisodeError` (raised by the shims) drops a group; any other
 exception is a bug and propagates at once. Too many drops in a row stop the run
 (`RolloutStalledError`, naming the last message of each drop reason). On exit, pending
 episodes are cancelled and the engine gets `abort_all`.
@@ -119,10 +120,15 @@ class Orchestrator:
         return self._bridge
 
     def _raise_refusal(self) -> None:
-        """Re-raise the typed refusal the bridge answered, if any: resampling cannot help."""
-        refusal = self._bridge.refusal if self._bridge is not None else None
-        if refusal is not None:
-            raise refusal
+        """Re-raise the typed refusal the bridge answered, if any: resampling cannot help. Then
+        any bug in the bridge's own code (`InternalBridgeError`, its cause chained): a bug stops
+        the run rather than turning into dropped, resampled groups."""
+        if self._bridge is None:
+            return
+        if self._bridge.refusal is not None:
+            raise self._bridge.refusal
+        if self._bridge.internal_error is not None:
+            raise self._bridge.internal_error
 
     def __post_init__(self) -> None:
         self._order = list(range(len(self.backend.tasks)))

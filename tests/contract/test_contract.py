@@ -86,6 +86,32 @@ async def test_a_bridge_refusal_stops_a_real_run_within_one_group_with_its_own_m
     assert time.monotonic() - started < 60
 
 
+async def test_a_bug_planted_in_the_bridge_stops_a_real_run_at_its_first_group(qwen3_tokenizer, monkeypatch) -> None:
+    """A bug in the bridge's own code is answered 500 (Verifiers fails the episode), recorded on the
+    bridge's state, and raised by the train call at the first group that finishes, the bug chained as
+    its cause: never a dropped group that is resampled while the bug hits one request in ten."""
+    from adapter.bridge import handler
+    from adapter.errors import InternalBridgeError
+
+    real = handler.to_renderers_response
+    answered = iter(range(1_000))
+
+    def one_in_ten(*args: Any, **kwargs: Any) -> Any:
+        if next(answered) % 10 == 0:
+            raise ZeroDivisionError("a planted bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(handler, "to_renderers_response", one_in_ten)
+    started = time.monotonic()
+    with pytest.raises(InternalBridgeError, match="ZeroDivisionError: a planted bug") as caught:
+        await run_groups(qwen3_tokenizer, "arith-v1", lambda prompt: "7", rollout_batch_size=4,
+                         over_sampling_batch_size=1)
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)
+    assert caught.value.__cause__.__traceback__ is not None  # the original traceback travels
+    assert next(answered) <= 2 * 2, "the run went on past the group the bug hit"
+    assert time.monotonic() - started < 60
+
+
 async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: Any) -> list[list[Any]]:
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, reply))

@@ -5,7 +5,7 @@ Consumes: an `SGLangClient` pointed at a server or router, and the server's `/mo
 read from a worker when the address is a router (`Topology.fact_source`: sglang-router 0.3.2's
 own `/get_server_info` is its summary, not an engine's). Emits one `CheckResult` per check
 (`run_checks`): pass, fail (with what was seen) or skip (with why). Each check speaks the
-adapter's own code path (`wire.to_sglang_request`, the client, `wire.to_renderers_response`), so
+adapter's own code path (`wire.translate.to_sglang_request`, the client, `wire.translate.to_renderers_response`), so
 a server whose output the adapter would reject fails with the adapter's own typed error.
 
 Each verdict is explicit (`_expect` raises `CheckFailed`; no bare `assert`, which `python -O`
@@ -34,7 +34,7 @@ from adapter.config.settings import ROUTING_KEY_POLICIES, Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, speaks_sglang
 from adapter.engine.topology import ROUTED_WORKER_HEADER, Topology
-from adapter.errors import CheckFailed, CheckSkipped, EngineAbortedError, EngineError, VfSglangError
+from adapter.errors import EngineAbortedError, EngineError, VfSglangError
 from adapter.wire.translate import to_renderers_response, to_sglang_request
 from adapter.wire.types import EngineOutput
 
@@ -47,6 +47,15 @@ SAME_KEY_PROBES = 10  # one key this many times: a key-blind router with 2 worke
 SPREAD_PROBES = 32  # different keys until a second worker answers
 ROUTING_CHECK = "routing by X-SMG-Routing-Key"
 KEYED = Settings(sglang_router_policy="consistent_hashing")
+
+
+class CheckFailed(Exception):
+    """A check's own verdict: the server answered, and the answer is not what the adapter needs.
+    The check command's own, beside it (the product's errors are in `adapter.errors`)."""
+
+
+class CheckSkipped(Exception):
+    """A control-flow signal: the check does not apply to this server (the message says why)."""
 
 
 @dataclass(frozen=True)

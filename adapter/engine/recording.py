@@ -14,7 +14,7 @@ Emits one file per run, `DIR/<UTC time>-<pid>.jsonl`:
      "response": {"status", "headers": {x-* headers}, "body": JSON | text | null},
      "adapter": {"token_ids", "logprobs", "finish_reason"} | {"error": <adapter error type>}}
 
-`adapter` is the adapter's own reading of a `/generate` answer (`wire.to_renderers_response`)
+`adapter` is the adapter's own reading of a `/generate` answer (`wire.translate.to_renderers_response`)
 at record time; replaying (the test layer's cassette replay) reads the recorded response again and must
 get the same reading, so a changed reading or an edited response fails. Only `x-*` headers are
 kept: the routing key asked for, and the worker a router named (`x-smg-routed-worker-id`);

@@ -171,8 +171,8 @@ def _lr_factor(step: int, warmup: int, steps: int) -> float:
 
 def training_batches(tokenizer: Any, train: Mapping[str, Any]) -> list[list[list[Example]]]:
     """The run's steps in order, each a list of batches whose losses add up: the arithmetic
-    batch (`training_examples`) and, when the tools have lessons, a batch of `tools.batch_size`
-    echo-tool episodes (`tiny_tools.tool_batches`). Kept apart so the short arithmetic rows are
+    batch (`training_examples`) and, when the tools have lessons, a batch of the tool lessons'
+    `batch_size` echo-tool episodes (`tiny_tools.tool_batches`). Kept apart so the short arithmetic rows are
     never padded to an episode's length."""
     from adapter.reference.tiny_tools import tool_batches
 

@@ -100,7 +100,7 @@ class Orchestrator:
     env_id: str
     tokenizer_path: str | None = None
     # The registered model whose renderer formats prompts, decided by `rollout.job` (explicit, or
-    # inferred from the tokenizer/checkpoint: `rollout.identity`); None: `settings.renderer_model_name`.
+    # inferred from the tokenizer/checkpoint: `adapter.episodes.identity`); None: `settings.renderer_model_name`.
     renderer_model_name: str | None = None
     hooks: RolloutHooks = field(default_factory=RolloutHooks)
     use_miles_router: bool = False

@@ -4,8 +4,9 @@ docs/compatibility.md, and print the lanes the bump must pass (`rules.RULES`).
 pyproject pins (an exact `name==X` in pyproject.toml) are rewritten, then `uv lock
 --upgrade-package`; lock-only packages get `uv lock --upgrade-package name==V`; smg's pin is
 tox.ini's. Then every copy of the pin the rule lists (docs, commands, lanes' own requirements) is
-rewritten, and the lanes' compiled requirements it names are recompiled. A new SGLang release needs its CPU recipe first (`python -m e2e.sglang_cpu lock
---version V`, which may need new `sgl_kernel` stand-ins): this command says so and changes nothing.
+rewritten, and the lanes' compiled requirements it names are recompiled. A new SGLang release
+needs its CPU recipe first (`python -m e2e.sglang_cpu lock --version V`, which may need new
+`sgl_kernel` stand-ins): this command says so and changes nothing.
 """
 
 from __future__ import annotations

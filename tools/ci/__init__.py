@@ -3,4 +3,6 @@
 
     python3 -m tools.ci run --write docs/ci.md      # what `.ci/run` does (stdlib only: no venv needed)
     python3 -m tools.ci changed [--base REF] [--run] # the lanes a change touches, by its paths
+    python3 -m tools.ci stress LANE [--runs N] [--against hog|pair] [--write docs/ci.md]
+                                                     # one lane N times, the machine busy beside it
 """

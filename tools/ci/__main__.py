@@ -1,17 +1,36 @@
-"""`python3 -m tools.ci run [--write docs/ci.md] [--logs DIR]` (what `.ci/run` runs) and
-`python3 -m tools.ci changed [--base REF] [--run]` (the lanes a change touches). Exit 1 when a
-lane fails."""
+"""`python3 -m tools.ci run [--write docs/ci.md] [--logs DIR]` (what `.ci/run` runs),
+`python3 -m tools.ci changed [--base REF] [--run]` (the lanes a change touches) and
+`python3 -m tools.ci stress LANE [--runs N] [--against hog|pair] [--write docs/ci.md]` (one lane, N
+times, the machine busy beside it). Exit 1 when a lane fails (for stress: when any of its runs does)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tools.ci.affected import REPO, affected, changed_paths
-from tools.ci.lanes import STAGES
+from tools.ci.lanes import LANES, STAGES
 from tools.ci.report import document, table
 from tools.ci.runner import machine, run_lanes, run_stages
+from tools.ci.stress import AGAINST, stress
+from tools.ci.stress_doc import merge, row, run_table
+
+
+def _runs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a number of runs, 1 or more (not {text!r})")
+    return int(text)
+
+
+def _stress(args: argparse.Namespace) -> int:
+    runs = stress(args.lane, runs=args.runs, against=args.against, logs=args.logs)
+    print("\n" + run_table(args.lane, runs))
+    if args.write is not None:
+        previous = args.write.read_text() if args.write.is_file() else None
+        args.write.write_text(merge(previous, row(args.lane, runs, datetime.now(UTC))))
+    return 0 if all(run.result.ok for run in runs) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,14 +43,25 @@ def main(argv: list[str] | None = None) -> int:
     changed.add_argument("--base", default="main", help="compare against this ref's merge base (default main)")
     changed.add_argument("--run", action="store_true", help="run those lanes, one after another")
     changed.add_argument("--logs", type=Path, default=REPO / "runs" / "ci-changed")
+    stressed = sub.add_parser("stress", help="one lane run again and again, the machine busy beside it")
+    stressed.add_argument("lane", choices=list(LANES), metavar="LANE", help="a lane of tools/ci/lanes.py")
+    stressed.add_argument("--runs", type=_runs, default=3, help="runs in a row (default 3)")
+    stressed.add_argument("--against", choices=AGAINST, default="hog",
+                          help="hog: one CPU-burning process per core (default); pair: the lanes CI runs beside it")
+    stressed.add_argument("--write", type=Path, default=None, metavar="PATH",
+                          help="write the lane's row into this file's Stress section (docs/ci.md)")
+    stressed.add_argument("--logs", type=Path, default=REPO / "runs" / "ci-stress", help="run-K/<lane>.log per run")
     args = parser.parse_args(argv)
 
+    if args.command == "stress":
+        return _stress(args)
     if args.command == "run":
         results = run_stages(STAGES, args.logs)
         if args.write is not None:
             fast = args.logs / "fast.log"
+            previous = args.write.read_text() if args.write.is_file() else None
             args.write.write_text(document(results, machine=machine(),
-                                           fast_log=fast.read_text() if fast.is_file() else None))
+                                           fast_log=fast.read_text() if fast.is_file() else None, previous=previous))
     else:
         lanes = affected(changed_paths(args.base))
         if not lanes:

@@ -5,6 +5,7 @@
               lanes run one after another; a stage with a failed lane ends the run
     NOT_IN_CI tox envs CI does not run, each with why (a developer still can: `tox -e ENV`)
     MOVED     claims that moved between lanes, and where each now lives (docs/ci.md prints them)
+    partners(lane)  the tracks CI runs beside a lane (what `tools.ci stress --against pair` runs)
 
 A claim is proved in one lane only; a lane that repeats another's proof says so in its claims
 and why (a different SGLang version, a different Verifiers generation). Paths are fnmatch
@@ -174,3 +175,12 @@ MOVED: tuple[tuple[str, str], ...] = (
 def lane_order() -> list[str]:
     """Every lane, in the order CI runs them."""
     return [lane for stage in STAGES for track in stage for lane in track]
+
+
+def partners(lane: str) -> tuple[tuple[str, ...], ...]:
+    """The tracks CI runs beside `lane`: the other tracks of its stage (none for a lane run alone)."""
+    for stage in STAGES:
+        for index, track in enumerate(stage):
+            if lane in track:
+                return stage[:index] + stage[index + 1:]
+    raise KeyError(f"{lane} runs in no stage")

@@ -2,7 +2,8 @@
 
     table(results) -> str              lane | tox envs | wall | status, one line each, and the total
     document(results, ...) -> str      docs/ci.md: the table with each lane's claims, the fast lane's
-                                       slowest tests (read from its log), the claims that moved
+                                       slowest tests (read from its log), the claims that moved, and
+                                       the Stress section of the docs/ci.md it replaces, kept
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, RESOLVED, STAGES
 from tools.ci.runner import Result
+from tools.ci.stress_doc import carry
 
 REPO = Path(__file__).resolve().parents[2]
 # The canary's `next` cell verdict (`python -m tools.canary run` writes it under its run dir): the
@@ -73,7 +75,9 @@ def pytest_summary(log: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def document(results: Sequence[Result], *, machine: str, fast_log: str | None, when: datetime | None = None) -> str:
+def document(results: Sequence[Result], *, machine: str, fast_log: str | None, when: datetime | None = None,
+             previous: str | None = None) -> str:
+    """docs/ci.md from a run; `previous` is the file it replaces (its Stress section is carried over)."""
     when = when or datetime.now(UTC)
     stages = " → ".join(" ‖ ".join(" + ".join(track) for track in stage) for stage in STAGES)
     out = [
@@ -118,5 +122,6 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
     out += ["", "## tox envs CI does not run", "", "| env | why |", "|---|---|"]
     out += [f"| {env} | {why} |" for env, why in NOT_IN_CI.items()]
     out += ["", "The developer's loop: `python3 -m tools.ci changed --run` runs the lanes a change touches "
-            "(by its paths against `main`; `--base REF` for another)."]
-    return "\n".join(out) + "\n"
+            "(by its paths against `main`; `--base REF` for another). `python3 -m tools.ci stress LANE` runs "
+            "one lane again and again with the machine busy beside it (the Stress section, when there is one)."]
+    return carry(previous, "\n".join(out) + "\n")

@@ -5,8 +5,18 @@ client's body/session id), and what must come back: the HTTP status, the error `
 many `/generate` calls reached the engine, and a bound on the time taken. `run_case` runs one
 case against either door of the bridge — `served` (uvicorn on a loopback port, real HTTP) or
 `in-process` (`handle_generate`, as generation A calls it) — then sends a normal request that
-must succeed (a fault never poisons the bridge). The bridge runs with a 0.5 s deadline, no
-backoff and a 1 MiB engine body limit, so the whole matrix takes seconds.
+must succeed (a fault never poisons the bridge). The bridge runs with no backoff and a 1 MiB
+engine body limit, so the whole matrix takes seconds.
+
+Deadlines, so that the matrix passes on a loaded machine as on an idle one: only the cases
+that test the per-attempt deadline (`deadline=DEADLINE`: a silent or trickling engine) run with
+the short 0.5 s one, and they bound their time from both sides with a stated margin
+(`min_seconds`, `max_seconds`). Every other case runs with ROOMY_DEADLINE (30 s), which no
+scheduling delay reaches: the hostile engine answers at once, so a case is no slower for it,
+and its engine-call count cannot grow by a deadline firing on a busy machine (CI once saw
+`engine_429_retry_after_too_long` reach the engine twice when its 0.5 s deadline fired before
+the 429 arrived). Those cases still bound their time, at PROMPT_S: far above what load adds to
+an instant answer, far below one roomy deadline, so a case that waited for a deadline fails.
 
     pytest tests/conformance/test_faults.py        # every case × both doors, in the fast lane
 """
@@ -40,7 +50,16 @@ from conformance.hostile import (
     trickle,
 )
 
-DEADLINE = 0.5
+DEADLINE = 0.5  # the per-attempt deadline of the cases that test it
+ROOMY_DEADLINE = 30.0  # every other case: never reached, however busy the machine
+PROMPT_S = 10.0  # the time bound of a case that waits for no deadline: 1/3 of ROOMY_DEADLINE
+# The margin a deadline case allows above ATTEMPTS × DEADLINE: each attempt's deadline may fire
+# late on a loaded machine (the event loop waits for a core), and the bridge's own work, uvicorn
+# included, comes on top; 3 s per attempt is far more than any scheduling delay seen, while a
+# deadline that did not fire would run until the trickle ends (25 s per attempt) or forever.
+DEADLINE_MARGIN_S = 9.0
+# A deadline never fires early, but the engine's clock and the test's may differ by a tick.
+EARLY_SLACK_S = 0.05
 ATTEMPTS = 3
 BODY_LIMIT = 1024 * 1024
 CONTEXT = 4096
@@ -79,8 +98,22 @@ class FaultCase:
     engine: Callable[[], Behaviour] = ok
     body: Any = None  # None: a well-formed body; bytes are sent as they are
     session: str | None = "fault-session"
-    max_seconds: float = 2.0
+    deadline: float | None = None  # the per-attempt deadline under test; None: ROOMY_DEADLINE
     reason: str = ""
+
+    @property
+    def read_deadline(self) -> float:
+        return ROOMY_DEADLINE if self.deadline is None else self.deadline
+
+    @property
+    def min_seconds(self) -> float:
+        """A deadline case waits out every attempt's deadline; other cases have no lower bound."""
+        return 0.0 if self.deadline is None else self.engine_calls * self.deadline - EARLY_SLACK_S
+
+    @property
+    def max_seconds(self) -> float:
+        """Every attempt's deadline plus DEADLINE_MARGIN_S; PROMPT_S where no deadline may fire."""
+        return PROMPT_S if self.deadline is None else self.engine_calls * self.deadline + DEADLINE_MARGIN_S
 
 
 DEEP = b'{"meta_info":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
@@ -95,7 +128,7 @@ ENGINE_CASES = [
     FaultCase("engine_504", 502, ENGINE, A, lambda: respond(504, {})),
     FaultCase("engine_429", 429, ENGINE, A, lambda: respond(429, {"error": "slow down"}), reason="the retried 4xx"),
     FaultCase("engine_429_retry_after", 429, ENGINE, A,
-              lambda: respond(429, {}, headers={"Retry-After": "0.2"}), max_seconds=3.0),
+              lambda: respond(429, {}, headers={"Retry-After": "0.2"}), reason="two 0.2 s pauses, within PROMPT_S"),
     FaultCase("engine_429_retry_after_too_long", 429, ENGINE, 1,
               lambda: respond(429, {}, headers={"Retry-After": "3600"}), reason="a pause over the cap: not retried"),
     FaultCase("engine_400", 400, ENGINE, 1, lambda: respond(400, {"error": "bad"}), reason="4xx never retried"),
@@ -107,9 +140,9 @@ ENGINE_CASES = [
     FaultCase("engine_301", 502, ENGINE, 1, lambda: respond(301, b"", headers={"Location": "http://x/"})),
     FaultCase("connection_reset", 503, ENGINE, A, reset),
     FaultCase("truncated_body", 503, ENGINE, A, lambda: respond(200, output(), length=100_000)),
-    FaultCase("trickling_body", 504, ENGINE, A, lambda: trickle(0.05), max_seconds=A * DEADLINE + 1.5,
+    FaultCase("trickling_body", 504, ENGINE, A, lambda: trickle(0.05), deadline=DEADLINE,
               reason="one deadline per attempt covers the whole body"),
-    FaultCase("silent_engine", 504, ENGINE, A, silence, max_seconds=A * DEADLINE + 1.5),
+    FaultCase("silent_engine", 504, ENGINE, A, silence, deadline=DEADLINE),
     FaultCase("invalid_gzip", 502, ENGINE, 1,
               lambda: respond(200, b"not gzip at all", headers={"Content-Encoding": "gzip"})),
     FaultCase("gzip_bomb", 502, ENGINE, 1, lambda: respond(200, b"[" + b"0," * BODY_LIMIT + b"0]", gzipped=True)),
@@ -200,7 +233,8 @@ def _wire_bytes(value: Any) -> bytes:
 async def run_case(case: FaultCase, mode: str) -> Outcome:
     """Run `case` through the bridge's `mode` door; then one normal request (new session)."""
     async with HostileEngine(behaviour=case.engine()) as engine:
-        client = SGLangClient(engine.url, timeouts=Timeouts(connect=DEADLINE, read=DEADLINE, write=DEADLINE),
+        deadline = case.read_deadline
+        client = SGLangClient(engine.url, timeouts=Timeouts(connect=deadline, read=deadline, write=deadline),
                               retry=RetryPolicy(max_attempts=ATTEMPTS, initial_backoff=0, max_backoff=0,
                                                 max_retry_after=1.0),
                               max_body_bytes=BODY_LIMIT)

@@ -35,7 +35,7 @@ import httpx
 
 from adapter.engine.proxies import bypass_proxies_for_loopback
 from e2e.common.ports import free_port
-from e2e.common.process import StepTimeout, run_with_deadline
+from e2e.common.process import ServerNotReady, StepTimeout, Watched, run_with_deadline, wait_ready
 from e2e.gpu.interpreter import BaseInterpreterError
 from e2e.plans.cpu import cpu_plan
 from e2e.plans.gpu import gpu_plan, gpu_plan_notes
@@ -146,20 +146,24 @@ class Runner:
         self.log(step.name, f"started pid {self.background[step.name].pid}, log {log_path}")
 
     def _wait_http(self, step: Step) -> None:
-        url, deadline = step.argv[0], time.monotonic() + step.timeout_s
-        while time.monotonic() < deadline:
-            for name, proc in self.background.items():
-                if proc.poll() is not None:
-                    tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-4000:]
-                    raise StepFailed(step, f"{name} exited with status {proc.returncode}", tail)
+        """GET the step's URL until it answers 200 (`wait_ready`): fails at once, with the log's
+        tail, when a background process exits or logs that the URL's port is taken."""
+        url = step.argv[0]
+        port = httpx.URL(url).port
+        watched = [Watched(proc, self.log_dir / f"{name}.log", name, port=port)
+                   for name, proc in self.background.items()]
+
+        def answers() -> bool:
             try:
-                if httpx.get(url, timeout=5.0, trust_env=False).status_code == 200:
-                    self.log(step.name, f"{url} is up")
-                    return
+                return httpx.get(url, timeout=5.0, trust_env=False).status_code == 200
             except httpx.TransportError:
-                pass
-            time.sleep(1.0)
-        raise StepFailed(step, f"{url} did not answer within {step.timeout_s:.0f}s")
+                return False
+
+        try:
+            wait_ready(answers, watched, timeout_s=step.timeout_s, poll_s=1.0)
+        except ServerNotReady as exc:
+            raise StepFailed(step, f"{url}: {exc}") from None
+        self.log(step.name, f"{url} is up")
 
     def stop(self, name: str) -> None:
         proc = self.background.pop(name, None)

@@ -6,7 +6,9 @@ process group (a runner ends what it started, and nothing else):
                                       and its dashboard (the `ray job submit` address) when asked
     loopback_up()                     `ip link set lo up` (a new network namespace starts with lo down)
 
-Every wait is bounded; a service that does not come up raises `ServiceError` with its log's tail.
+Every wait is bounded, and ends at once when the service exits or logs that its port is taken
+(`e2e.common.process.wait_ready`); a service that does not come up raises `ServiceError` with its
+log's tail. A port already in use fails before the launch.
 """
 
 from __future__ import annotations
@@ -14,16 +16,14 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from e2e.common.ports import free_port
-from e2e.common.process import end_group
-from e2e.sglang_cpu.server import log_tail
+from e2e.common.ports import PortInUseError, ensure_port_free, free_port
+from e2e.common.process import Watched, end_group, wait_ready
 
 HOST = "127.0.0.1"
 RAY_START_TIMEOUT_S = 120.0
@@ -62,12 +62,9 @@ class RayHead:
 
 
 def _wait_for(ready: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str,
-              timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise ServiceError(f"{what} did not come up (exit {process.poll()}):\n{log_tail(log)}")
-        time.sleep(0.5)
+              timeout_s: float, port: int | None = None) -> None:
+    """`e2e.common.process.wait_ready`: fails at once if the process exits or cannot bind `port`."""
+    wait_ready(ready, Watched(process, log, what, port=port), timeout_s=timeout_s, error=ServiceError)
 
 
 def _dashboard_up(url: str) -> bool:
@@ -86,12 +83,17 @@ def ray_head(venv: Path, log: Path, *, num_cpus: int = 4, dashboard: bool = Fals
         else ["--include-dashboard=false"]
     argv = [str(venv / "bin" / "ray"), "start", "--head", "--block", f"--port={port}", "--num-gpus=1",
             f"--num-cpus={num_cpus}", *shown, "--disable-usage-stats", f"--node-ip-address={HOST}"]
+    try:  # a port taken by another process would answer `_port_open` in the head's stead
+        for taken in filter(None, (port, web)):
+            ensure_port_free(taken, HOST, what="the Ray head")
+    except PortInUseError as exc:
+        raise ServiceError(str(exc)) from None
     process = _spawn(argv, log)
     url = f"http://{HOST}:{web}" if dashboard else None
     try:
-        _wait_for(lambda: _port_open(port), process, log, "the Ray head", RAY_START_TIMEOUT_S)
+        _wait_for(lambda: _port_open(port), process, log, "the Ray head", RAY_START_TIMEOUT_S, port)
         if url is not None:
-            _wait_for(lambda: _dashboard_up(url), process, log, "the Ray dashboard", DASHBOARD_START_TIMEOUT_S)
+            _wait_for(lambda: _dashboard_up(url), process, log, "the Ray dashboard", DASHBOARD_START_TIMEOUT_S, web)
         yield RayHead(f"{HOST}:{port}", url)
     finally:
         _stop(process)

@@ -12,6 +12,8 @@
                                     healthy; Prometheus bound to loopback on a free port;
                                     `ADAPTER_FLAGS` (`--disable-retries`) unless told otherwise
 
+Every wait for readiness is `e2e.common.process.wait_ready`: it ends at once, with the log's
+tail, when the process exits or logs that its port is taken (`ServerNotReady`, a RuntimeError).
 Everything listens on 127.0.0.1. Nothing here looks a process up by name: each helper ends the
 process group it started, and only that one (`e2e.common.process.end_group`).
 """
@@ -24,14 +26,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
 
-from e2e.common.ports import free_port
-from e2e.common.process import end_group
+from e2e.common.ports import ensure_port_free, free_port
+from e2e.common.process import LOG_TAIL_LINES, Watched, end_group, log_tail, wait_ready
 
 SMG_VERSION = "1.13.0"
 LOOPBACK = "127.0.0.1"
@@ -69,26 +70,31 @@ class Started:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def wait_for_line(self, prefix: str, timeout: float) -> str:
-        """The rest of the first log line starting with `prefix` (its first word: a URL)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self._output().splitlines():
-                if line.startswith(prefix):
-                    return line[len(prefix):].split()[0]
-            if not self.alive():
-                break
-            time.sleep(0.2)
-        raise RuntimeError(f"{self.argv[0]} did not print {prefix!r} within {timeout:g}s "
-                           f"(exit status {self.process.poll()}); log {self.log}:\n{self.tail()}")
+    def watched(self, what: str, port: int | None = None) -> Watched:
+        """This process as `e2e.common.process.wait_ready` watches it (this run's part of the log)."""
+        return Watched(self.process, self.log, what, port=port, log_offset=self._offset)
+
+    def wait_for_line(self, prefix: str, timeout: float, port: int | None = None) -> str:
+        """The rest of the first log line starting with `prefix` (its first word: a URL); fails at
+        once, with the log's tail, if the process exits or logs that it cannot bind `port`."""
+        found: list[str] = []
+
+        def printed() -> bool:
+            found.extend(line[len(prefix):].split()[0] for line in self._output().splitlines()
+                         if line.startswith(prefix))
+            return bool(found)
+
+        wait_ready(printed, self.watched(f"{self.argv[0]} (to print {prefix!r})", port), timeout_s=timeout,
+                   poll_s=0.2)
+        return found[0]
 
     def _output(self) -> str:
         with self.log.open("rb") as log:
             log.seek(self._offset)
             return log.read().decode(errors="replace")
 
-    def tail(self, lines: int = 30) -> str:
-        return "\n".join(self._output().splitlines()[-lines:])
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return log_tail(self.log, lines, offset=self._offset)
 
     def kill(self) -> None:
         """SIGKILL the group now: the process dies as a crashed worker does, mid-request."""
@@ -110,11 +116,13 @@ def started(process: Started) -> Iterator[Started]:
         process.end()
 
 
-def _ready(argv: list[str], log: Path, marker: str, timeout: float) -> Started:
+def _ready(argv: list[str], log: Path, marker: str, timeout: float, port: int | None = None) -> Started:
     """`argv` started, its URL read from the line after `marker`; ended if it never gets there."""
+    if port:
+        ensure_port_free(port, LOOPBACK, what="python " + " ".join(argv[1:4]))
     process = Started(argv, log)
     try:
-        process.url = process.wait_for_line(marker, timeout)
+        process.url = process.wait_for_line(marker, timeout, port or None)
     except BaseException:
         process.end()
         raise
@@ -123,7 +131,8 @@ def _ready(argv: list[str], log: Path, marker: str, timeout: float) -> Started:
 
 def reference_engine(port: int, log: Path, *, timeout: float = 300.0) -> Started:
     """The project's reference engine on the tiny model at `port`, ready (loading torch: slow)."""
-    return _ready([sys.executable, "-m", "adapter.cli", "engine", "--port", str(port)], log, ENGINE_READY, timeout)
+    return _ready([sys.executable, "-m", "adapter.cli", "engine", "--port", str(port)], log, ENGINE_READY, timeout,
+                  port)
 
 
 def stub_engine(log: Path, *, delay: float = 0.0, status: int = 200, timeout: float = 60.0) -> Started:
@@ -148,7 +157,7 @@ def smg_router(workers: Sequence[str], log: Path, *, policy: str = "consistent_h
     router = Started(smg_argv(workers, port, policy=policy, extra=extra), log)
     router.url = f"http://{LOOPBACK}:{port}"
     try:
-        _wait_healthy(router, len(workers), timeout)
+        _wait_healthy(router, len(workers), timeout, port)
     except BaseException:
         router.end()
         raise
@@ -162,14 +171,11 @@ def healthy_workers(url: str) -> list[str]:
     return [w["url"] for w in listing.get("workers", []) if w.get("is_healthy")]
 
 
-def _wait_healthy(router: Started, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not router.alive():
-            break
+def _wait_healthy(router: Started, count: int, timeout: float, port: int | None = None) -> None:
+    def listed() -> bool:
         with contextlib.suppress(httpx.HTTPError, ValueError):
-            if len(healthy_workers(router.url)) == count:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"smg at {router.url} did not list {count} healthy workers within {timeout:g}s "
-                       f"(exit status {router.process.poll()}):\n{router.tail()}")
+            return len(healthy_workers(router.url)) == count
+        return False
+
+    wait_ready(listed, router.watched(f"smg at {router.url} (to list {count} healthy workers)", port),
+               timeout_s=timeout, poll_s=0.2)

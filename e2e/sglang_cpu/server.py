@@ -15,7 +15,9 @@ processes) is ours to end: leaving `serving` (normally, by an exception or Keybo
 SIGTERMs the leader, ends what is left of the group after STOP_GRACE_S (SIGTERM, SIGKILL), and
 waits until the group is gone. Only that group is ever signalled. stdout and stderr go to one
 log file whose path `Server.log_path` reports. Start-up takes 36–130 s (imports dominate;
-slower on a busy machine): STARTUP_TIMEOUT_S is generous.
+slower on a busy machine): STARTUP_TIMEOUT_S is generous, and only a server that is alive and
+still starting waits for it. A port already in use fails before the launch; a server that exits,
+or logs that its port is taken (it stays alive then), fails the wait at once, with its log's tail.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from typing import Any
 
 import httpx
 
-from e2e.common.ports import free_port
-from e2e.common.process import end_group
+from e2e.common.ports import PortInUseError, ensure_port_free, free_port
+from e2e.common.process import Watched, end_group, wait_ready
 from e2e.sglang_cpu.errors import ServerStartError
 from e2e.sglang_cpu.paths import STANDIN_DIR, logs_dir
 from e2e.sglang_cpu.venv import ensure_venv
@@ -110,13 +112,6 @@ def default_log_path(version: str, port: int) -> Path:
     return logs_dir() / f"sglang-{version}-{stamp}-{port}-{os.getpid()}.log"
 
 
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as exc:
-        return f"(cannot read {path}: {exc})"
-
-
 def _spawn(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
@@ -134,21 +129,13 @@ def _healthy(client: httpx.Client, url: str) -> bool:
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float) -> float:
-    """Seconds until GET /health answered 200; ServerStartError (with the log's tail) if the
-    server exits first or `timeout_s` passes."""
-    started = time.monotonic()
-    pause = threading.Event()
+    """Seconds until GET /health answered 200; ServerStartError (with the log's tail) as soon as
+    the server exits, or logs that it cannot bind its port, or once `timeout_s` has passed
+    (`e2e.common.process.wait_ready`)."""
     with httpx.Client(timeout=5.0, trust_env=False) as client:  # loopback: never through a proxy
-        while time.monotonic() - started < timeout_s:
-            code = process.poll()
-            if code is not None:
-                raise ServerStartError(f"SGLang exited with status {code} before {url}/health answered 200; "
-                                       f"log {log_path}:\n{log_tail(log_path)}")
-            if _healthy(client, url):
-                return time.monotonic() - started
-            pause.wait(1.0)
-    raise ServerStartError(f"SGLang did not answer {url}/health with 200 within {timeout_s:.0f} s "
-                           f"(pass a longer startup timeout on a busy machine); log {log_path}:\n{log_tail(log_path)}")
+        return wait_ready(lambda: _healthy(client, url),
+                          Watched(process, log_path, f"SGLang (answering {url}/health)", port=httpx.URL(url).port),
+                          timeout_s=timeout_s, poll_s=1.0, error=ServerStartError)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -202,6 +189,10 @@ def serving(version: str = DEFAULT_VERSION, *, deterministic: bool = False, mode
     port = port or free_port()
     log = log_path or default_log_path(version, port)
     argv = launch_argv(venv.python, model_dir, port, deterministic=deterministic, extra_args=extra_args)
+    try:  # SGLang binds its port only after loading the model: a taken one would cost that long
+        ensure_port_free(port, HOST, what=f"SGLang {version}")
+    except PortInUseError as exc:
+        raise ServerStartError(str(exc)) from None
     process = _spawn(argv, launch_env(), log)
     url = f"http://{HOST}:{port}"
     try:

@@ -45,26 +45,19 @@
         ├── StreamLengthError     a branch's three streams differ in length (carries the lengths)
         └── EmptyTraceError       a trace with no branches: nothing to train on
 
-Outside the tree, each where its callers need a standard base (all defined here):
+Outside the tree, each where its callers need a standard base (defined here):
     JSONBodyError(ValueError)     a body that is not one strict JSON document (adapter.wire.strict_json)
     ServeError(RuntimeError)      the bridge server did not start listening in time
-    CheckFailed(Exception)        `vf-sglang check`: a check's own verdict on a server's answer
-    CheckSkipped(Exception)       `vf-sglang check`: the check does not apply to this server
-    AssetError(RuntimeError)      a pinned asset (the Qwen3 tokenizer files) is missing or not the
-                                  file it should be (adapter.reference.assets)
-    SGLangSourceError(RuntimeError)  a directory holds no sglang tree adapter.reference.sglang_source
-                                  can read
-    ReferenceEngineError(Exception)  the reference engine's own (`adapter.reference`: the demo's
-                                  stand-in for SGLang, never SGLang):
-        BadRequestError           a /generate or /abort_request body it refuses (HTTP 400 with
-                                  SGLang's `{"error": {"message"}}`)
-        ContextLengthError        (a BadRequestError) the prompt, or prompt + max_new_tokens, does
-                                  not fit the model's context; says "maximum context length" so
-                                  Verifiers recognises an overlong prompt
-        TinyModelBuildError       the tiny model could not be built or its cache is unusable
-One exception lives in a shim, not here: generation A's `AdapterRequestError` must subclass
-Verifiers' own `ProviderError` (TrainClient retries by that type), and this module imports
-nothing from Verifiers.
+    TinyModelBuildError(Exception)  the tiny model (`vf-sglang demo`/`engine`, the lanes) could not be
+                                  built or its cache is unusable (adapter.reference.tiny_model)
+
+The product's errors live here; the demo engine's and the check command's live beside their code:
+    adapter.reference.errors      the reference engine's (the demo's stand-in for SGLang, never SGLang):
+                                  ReferenceEngineError, BadRequestError, ContextLengthError, and the
+                                  pinned tokenizer files' AssetError and sglang_source's SGLangSourceError
+    adapter.cli.server_checks     `vf-sglang check`'s verdicts: CheckFailed, CheckSkipped
+One more exception lives in a shim: generation A's `AdapterRequestError` must subclass Verifiers' own
+`ProviderError` (TrainClient retries by that type), and this module imports nothing from Verifiers.
 
 An exhausted length budget is a clean truncation, not a failure: `adapter.wire.translate` raises
 Verifiers' own `OverlongPromptError` where the installed release has one (0.2.x, 0.3.x: the
@@ -243,33 +236,7 @@ class ServeError(RuntimeError):
     """The server did not start listening in time (port taken, bad host)."""
 
 
-class CheckFailed(Exception):
-    """A check's own verdict: the server answered, and the answer is not what the adapter needs."""
-
-
-class CheckSkipped(Exception):
-    """A control-flow signal: the check does not apply to this server (the message says why)."""
-
-
-class ReferenceEngineError(Exception):
-    """Base of every error the reference engine (`adapter.reference`) raises on purpose."""
-
-
-class BadRequestError(ReferenceEngineError):
-    """The request is malformed or asks for something the reference engine does not do."""
-
-
-class ContextLengthError(BadRequestError):
-    """The prompt does not fit the model's context (max_position_embeddings)."""
-
-
-class TinyModelBuildError(ReferenceEngineError):
-    """Building, saving or reusing the cached tiny model failed."""
-
-
-class AssetError(RuntimeError):
-    """A pinned asset is missing or is not the file it should be."""
-
-
-class SGLangSourceError(RuntimeError):
-    """The directory does not hold an sglang tree `adapter.reference.sglang_source` can read."""
+class TinyModelBuildError(Exception):
+    """Building, saving or reusing the cached tiny model failed (`adapter.reference.tiny_model`).
+    Here, not in `adapter.reference.errors`, while the sglang-cpu lane's harness imports it from
+    `adapter.errors`; `adapter.reference` re-exports it."""

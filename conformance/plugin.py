@@ -1,4 +1,7 @@
-"""The conformance pytest plugin (entry point `pytest11: vf_sglang_conformance`).
+"""The conformance pytest plugin. Loaded by name, never by itself: the package registers no pytest11
+entry point, so installing vf-sglang changes no other project's test run. Load it with
+`pytest -p conformance.plugin`, or `pytest_plugins = ["conformance.plugin"]` in the top-level
+conftest.py (this repository's tests/conftest.py does).
 
 Fixtures:
   * `sglang_mock` — a `ScriptedEngine` mounted with respx at its URL, at the adapter's engine

@@ -31,8 +31,11 @@ from adapter.config.settings import Settings
 # Tests-only tasksets (fixtures/tasksets: arith-mini-v1 and group-mini-v1, two tasks each, for eval-heavy tests).
 FIXTURE_TASKSETS = Path(__file__).resolve().parents[1] / "fixtures" / "tasksets"
 
-# `sglang_cpu_server`: real SGLang on CPU for the whole suite (skips unless VF_SGLANG_CPU=1)
-pytest_plugins = ["e2e.sglang_cpu.fixtures"]
+# `sglang_cpu_server`: real SGLang on CPU for the whole suite (skips unless VF_SGLANG_CPU=1), and
+# the conformance layer (`sglang_mock`, `sglang_replay`, `qwen3_tokenizer`, `--sglang-url`): the
+# package registers no pytest11 entry point, so every suite loads it by name, as a user's does
+# (`-p conformance.plugin`, or this list in their top conftest.py), in every lane and interpreter.
+pytest_plugins = ["e2e.sglang_cpu.fixtures", "conformance.plugin"]
 
 # 2-core CI machines are slow and noisy: no per-example deadline, no "slow draw" health check
 # (the first draw pays for strategy setup); the example count stays hypothesis' default.

@@ -42,6 +42,7 @@ from starlette.routing import Route
 
 from adapter.bridge.sessions import SessionLRU, TurnBudgets, check_session_id
 from adapter.bridge.stats import SessionStats
+from adapter.config.limits import ENGINE_ATTEMPTS_PER_TURN
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from adapter.errors import (
@@ -78,7 +79,6 @@ ENGINE_ABORTED = "engine_aborted"
 ABORTED_STATUS = 410
 INTERNAL_ERROR = "internal_error"
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # a Renderers body: ~8 bytes per prompt token
-ENGINE_ATTEMPTS_PER_TURN = 3
 
 
 @dataclass(frozen=True)

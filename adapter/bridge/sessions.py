@@ -25,6 +25,7 @@ without calling the engine. A turn that succeeds drops its budget. Bounded like 
 from __future__ import annotations
 
 from adapter.bridge.lru import BoundedLRU
+from adapter.config.limits import DEFAULT_MAX_SESSIONS, ENGINE_ATTEMPTS_PER_TURN
 from adapter.engine.client import AttemptBudget
 from adapter.errors import UnsupportedRequestError
 
@@ -42,7 +43,7 @@ def check_session_id(session_id: str | None) -> str | None:
 
 
 class SessionLRU:
-    def __init__(self, max_size: int = 10_000) -> None:
+    def __init__(self, max_size: int = DEFAULT_MAX_SESSIONS) -> None:
         self._seen: BoundedLRU[str, None] = BoundedLRU(max_size, what="session LRU")
         self.max_size = max_size
 
@@ -62,7 +63,7 @@ class SessionLRU:
 
 
 class TurnBudgets:
-    def __init__(self, attempts: int = 3, max_size: int = 10_000) -> None:
+    def __init__(self, attempts: int = ENGINE_ATTEMPTS_PER_TURN, max_size: int = DEFAULT_MAX_SESSIONS) -> None:
         self.attempts = attempts
         self._budgets: BoundedLRU[tuple[str, int], AttemptBudget] = BoundedLRU(max_size, what="turn budgets")
         self.max_size = max_size

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adapter.bridge.handler import ENGINE_ATTEMPTS_PER_TURN
 from adapter.cli.routing import ROUTER_RETRY_FLAG, SMG_DEFAULT_RETRIES
+from adapter.config.limits import ENGINE_ATTEMPTS_PER_TURN
 from adapter.config.settings import ROUTING_KEY_POLICIES, Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, speaks_sglang

@@ -1,6 +1,7 @@
 """What the user asked for, validated before anything runs.
 
 Owns: `Settings` (the trainer options, from Miles' args or the CLI), the fail-fast rules over
-them (`rules`), and EnvConfig TOML loading (`env_config`).
+them (`rules`), EnvConfig TOML loading (`env_config`), and the numeric bounds several
+subpackages share (`limits`: engine attempts per turn, requests in flight, sessions remembered).
 May import: `adapter.errors` only.
 """

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapter.config.limits import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_SESSIONS
+
 # The SGLang router policies Miles launches its router with (`--sglang-router-policy`); the
 # `vf-sglang` commands offer the same (`--router-policy`).
 ROUTER_POLICIES = ("consistent_hashing", "round_robin", "manual")
@@ -115,7 +117,7 @@ class Settings:
     sglang_router_policy: str | None = None
     use_miles_router: bool = False
     sglang_enable_deterministic_inference: bool = False
-    sglang_server_concurrency: int = 512
+    sglang_server_concurrency: int = DEFAULT_MAX_IN_FLIGHT
     lora_rank: int = 0
     lora_adapter_path: str | None = None
     lora_train_only: bool = False
@@ -134,7 +136,7 @@ class Settings:
     dynamic_sampling_filter_path: str | None = None
     verifiers_config: str | None = None
     renderer_model_name: str | None = None
-    session_lru_size: int = 10_000
+    session_lru_size: int = DEFAULT_MAX_SESSIONS
     # Miles sizes its in-flight bound from these (see `max_in_flight`).
     rollout_num_gpus: int | None = None
     rollout_num_gpus_per_engine: int = 1

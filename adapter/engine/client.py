@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import httpx
 
+from adapter.config.limits import DEFAULT_MAX_IN_FLIGHT, ENGINE_ATTEMPTS_PER_TURN
 from adapter.engine.probe import SERVER_INFO_PATHS, first_served
 from adapter.engine.topology import (
     MILES_ROUTER_LISTINGS,
@@ -69,7 +70,6 @@ logger = logging.getLogger(__name__)
 _NOT_SERVED = object()  # a 404: the server has no such route (asked by its older name next)
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-DEFAULT_MAX_IN_FLIGHT = 512  # Miles' default sglang_server_concurrency, one engine
 MAX_BODY_BYTES = 256 * 1024 * 1024  # an engine output: ids + logprobs of a very long reply
 
 
@@ -94,7 +94,7 @@ class Timeouts:
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
-    max_attempts: int = 3
+    max_attempts: int = ENGINE_ATTEMPTS_PER_TURN
     initial_backoff: float = 0.5
     max_backoff: float = 8.0
     max_retry_after: float = 30.0  # a 429 asking for a longer pause is not retried
@@ -114,7 +114,7 @@ class RetryPolicy:
 class AttemptBudget:
     """Engine attempts left for one model turn, shared by every call made for that turn."""
 
-    def __init__(self, attempts: int = 3) -> None:
+    def __init__(self, attempts: int = ENGINE_ATTEMPTS_PER_TURN) -> None:
         self.remaining = attempts
         self.last_error: EngineError | None = None
 

@@ -2,11 +2,12 @@
 tiny Qwen3-shaped model it serves. It stands in for SGLang in the demo and the tests; it is not
 SGLang.
 
-Owns: the engine (`server`, `generator`, `requests`, `params`, `sampling`; its errors are in
-`adapter.errors`), the tiny model's recipe (`tiny_model`, `tiny_train`, `tiny_plant`,
-`tiny_tools`, `tiny_bash`), the Qwen3 tokenizer files it uses (`assets`) and SGLang's own pure
-modules where an sglang tree is at hand (`sglang_source`: the engine then refuses what SGLang's
-SamplingParams refuses).
+Owns: the engine (`server`, `generator`, `requests`, `params`, `sampling`), its errors
+(`errors`; the tiny model's `TinyModelBuildError` is in `adapter.errors`, re-exported here), the
+tiny model's recipe (`tiny_model`, `tiny_train`, `tiny_plant`, `tiny_tools`, `tiny_bash`; the
+variants only the lanes build are in `e2e/tiny/`), the Qwen3 tokenizer files it uses (`assets`)
+and SGLang's own pure modules where an sglang tree is at hand (`sglang_source`: the engine then
+refuses what SGLang's SamplingParams refuses).
 May import: `errors`, `config`, `wire`, `engine`, `bridge`, `versions`, `samples`, `episodes`,
 `rollout`, `miles`; only `vf-sglang demo` and `vf-sglang engine` import it
 (`adapter/cli/reference_engine.py`), once a command has passed its checks.

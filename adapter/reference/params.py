@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter.errors import BadRequestError
+from adapter.reference.errors import BadRequestError
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
 GREEDY_EPS = 1e-6  # SGLang treats a temperature below this as greedy

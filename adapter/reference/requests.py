@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.errors import BadRequestError, ContextLengthError
+from adapter.reference.errors import BadRequestError, ContextLengthError
 from adapter.reference.params import SamplingParams, parse_sampling_params
 
 UNSUPPORTED_FIELDS: dict[str, Any] = {

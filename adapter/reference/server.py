@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from adapter.errors import BadRequestError
+from adapter.reference.errors import BadRequestError
 from adapter.reference.generator import Completion, Generator
 from adapter.reference.requests import GenerateJob, GenerateRequest, parse_generate
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter.errors import SGLangSourceError
+from adapter.reference.errors import SGLangSourceError
 
 SAMPLING_MODULE = "sglang.srt.sampling.sampling_params"
 IO_STRUCT = "sglang/srt/managers/io_struct.py"

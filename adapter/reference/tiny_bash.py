@@ -1,7 +1,7 @@
 """The default-harness lessons: echo-tool-v1 under Verifiers' default (bash + edit) harness.
 
 Consumes: the real Qwen3 tokenizer and the recipe's `train.bash` section (present only in the
-`tiny_model.default_harness` variant). Emits: training episodes for `tiny_train.py`.
+`e2e.tiny.variants.default_harness` variant). Emits: training episodes for `tiny_train.py`.
 
 Under the default harness (verifiers 0.2.0 `[harness] id = "default"`, 0.4.0 `[agent.harness]
 id = "bash"`) the model is a coding agent: its system turn is the harness's prompt, then Renderers'

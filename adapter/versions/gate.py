@@ -14,6 +14,7 @@ is `docs/compatibility.md` (written from this gate by `vf-sglang compat --write`
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as metadata
 import importlib.util
 import logging
@@ -34,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 # Default-lane pins (pyproject.toml): what `pip install vf-sglang` installs.
 PINNED = {"verifiers": "0.2.0", "renderers": "0.1.10"}
-SUPPORTED_GENERATIONS: frozenset[Generation] = frozenset({"A", "B"})
 # The (verifiers, renderers) pairs the version matrix proves, oldest first: each is installed
 # exactly by one tox.ini `contract-vf*` cell and is a "pass" row of docs/compatibility.md
 # (tests/rollout/test_refusals.py checks both). Every refusal's fix is one of these.
@@ -220,9 +220,8 @@ def decide(
         return refuse(row.reason(verifiers, installed), generation)
     if not has_transformers:
         return refuse(_NO_TRANSFORMERS.format(renderers=renderers), generation)
-    if generation not in SUPPORTED_GENERATIONS:
-        return refuse(f"verifiers {verifiers} (API generation {generation}) is not supported by "
-                      f"this release yet: {fix_for(verifiers)}", generation)
+    # Every generation the gate can name here is served: "A" above, "B" (a known 0.3.x/0.4.0, or a
+    # newer same-major release under the opt-in; anything else was refused on the way).
     return VersionDecision(verifiers, renderers, generation, warning=warning)
 
 
@@ -248,7 +247,12 @@ def installed_decision() -> VersionDecision:
     )
 
 
-_warned: set[str] = set()
+@functools.cache
+def warn_untested(warning: str) -> None:
+    """Log an untested pair's warning: once per process per warning (a cache keyed by its text, so
+    by the installed versions), however often the gate is asked. `warn_untested.cache_clear()`
+    forgets what was said."""
+    logger.warning("%s", warning)
 
 
 def require_supported() -> Generation:
@@ -256,7 +260,6 @@ def require_supported() -> Generation:
     decision = installed_decision()
     if not decision.supported or decision.generation is None:
         raise UnsupportedVersionError(decision.describe())
-    if decision.warning and decision.warning not in _warned:  # once per process, however often asked
-        _warned.add(decision.warning)
-        logger.warning("%s", decision.warning)
+    if decision.warning:
+        warn_untested(decision.warning)
     return decision.generation

@@ -163,7 +163,7 @@ def router_problems(router: RouterMode, argv: Sequence[str], per_turn: Sequence[
     """A router case's failing worker, judged: the printed command carries
     `--router-disable-retries`, the worker got model turns, and none cost more calls there than
     the adapter's attempts per turn."""
-    from adapter.bridge.handler import ENGINE_ATTEMPTS_PER_TURN
+    from adapter.config.limits import ENGINE_ATTEMPTS_PER_TURN
 
     if router == "engine":
         return []

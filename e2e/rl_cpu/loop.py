@@ -29,7 +29,6 @@ from adapter.episodes.bundled import add_env_sources
 from adapter.episodes.generations import installed
 from adapter.miles.abi import abi_types
 from adapter.miles.binding import VerifiersRolloutFn
-from adapter.reference.tiny_model import is_planted
 from adapter.reference.tiny_plant import planted_masks
 from adapter.samples.conversion import flatten
 from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, contiguous_runs, control_steps, env_config, miles_args
@@ -46,6 +45,7 @@ from e2e.rl_cpu.records import RunRecord, StepRecord, dump_step
 from e2e.rl_cpu.sync import load_weights
 from e2e.rl_cpu.trainer import PolicyTrainer, TrainerOptions, served_tensors
 from e2e.sglang_cpu import serving
+from e2e.tiny.variants import is_planted
 
 
 def _train_samples(groups: list[list[Any]], plant: str | None) -> list[TrainSample]:
@@ -54,9 +54,10 @@ def _train_samples(groups: list[list[Any]], plant: str | None) -> list[TrainSamp
 
 
 def model_recipe(name: str) -> dict[str, Any]:
-    """The tiny model's variant `name` (`config.MODELS`): "tool-rl" (`tiny_model.tool_rl`, float32,
-    planted copy heads: the echo-tool lane) or "arith-only" (`tiny_model.arith_only`, bf16)."""
-    from adapter.reference.tiny_model import RECIPE, arith_only, tool_rl
+    """The tiny model's variant `name` (`config.MODELS`): "tool-rl" (`e2e.tiny.variants.tool_rl`,
+    float32, planted copy heads: the echo-tool lane) or "arith-only" (`variants.arith_only`, bf16)."""
+    from adapter.reference.tiny_model import RECIPE
+    from e2e.tiny.variants import arith_only, tool_rl
 
     return {"tool-rl": tool_rl, "arith-only": arith_only}[name](RECIPE)
 

@@ -21,8 +21,8 @@ SETTINGS = ("steps", "batch", "n", "lr", "optimizer", "epochs", "temperature", "
             "kl_limit", "start_max", "end_min", "flat_tol", "taskset", "model")
 COLUMNS = ("step", "weights", "reward mean", "reward std", "mismatch KL", "KL, tool turns", "KL, logprobs shifted",
            "KL, mask one early", "surprisal", "tool turns", "tokens", "rollout s", "train s", "sync s", "step s")
-MODELS = {"tool-rl": "its tool-calling RL variant, `tiny_model.tool_rl`, served in float32",
-          "arith-only": "its arithmetic-only variant, `tiny_model.arith_only`"}
+MODELS = {"tool-rl": "its tool-calling RL variant, `e2e.tiny.variants.tool_rl`, served in float32",
+          "arith-only": "its arithmetic-only variant, `e2e.tiny.variants.arith_only`"}
 TASKS = {
     "echo-tool-shared-v1": (
         "The task (`e2e/rl_cpu/tasksets/echo_tool_shared_v1.py`: echo-tool-v1's prompts and tool, one "

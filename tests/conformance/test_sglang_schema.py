@@ -209,7 +209,7 @@ def test_an_output_missing_sglangs_abort_fields_fails_the_lane() -> None:
 def test_the_reference_engine_refuses_what_sglang_refuses_with_sglangs_message(
     sampling: dict[str, Any], needle: str, tokenizer: Any
 ) -> None:
-    from adapter.errors import BadRequestError
+    from adapter.reference.errors import BadRequestError
     from adapter.reference.params import parse_sampling_params
 
     newest = max(SOURCES, key=lambda s: tuple(int(x) for x in s.version.split(".")))

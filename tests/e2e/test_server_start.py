@@ -1,4 +1,4 @@
-"""A server that cannot start fails its lane within seconds, with its log (issue 48).
+"""A server that cannot start fails its lane within seconds, with its log.
 
 Every lane waits for the servers it starts through `e2e.common.process.wait_ready`: SGLang
 (`e2e.sglang_cpu.serving`), the runner's `wait_http` steps, the router lane's engines and smg

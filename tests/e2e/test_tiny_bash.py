@@ -10,7 +10,8 @@ import random
 import pytest
 
 from adapter.reference import tiny_bash, tiny_tools
-from adapter.reference.tiny_model import RECIPE, default_harness
+from adapter.reference.tiny_model import RECIPE
+from e2e.tiny.variants import default_harness
 
 WORDS = RECIPE["train"]["tools"]["words"]
 TOOLS = [json.loads(spec) for spec in tiny_bash.TOOL_SPECS]

@@ -216,7 +216,7 @@ def test_planted_heads_attend_their_distance_and_stay_frozen() -> None:
 
 def test_rl_variants_teacher_seldom_calls_and_refuses_in_words_the_call_never_uses(tokenizer: object) -> None:
     from adapter.reference import tiny_tools
-    from adapter.reference.tiny_model import tool_rl
+    from e2e.tiny.variants import tool_rl
 
     variant = tool_rl(RECIPE)
     assert variant["model"] == RECIPE["model"] and variant["plant"] == RECIPE["plant"]  # the same architecture
@@ -238,7 +238,8 @@ def test_rl_variants_teacher_seldom_calls_and_refuses_in_words_the_call_never_us
 
 
 def test_is_planted_reads_the_builds_recipe(tmp_path: Path) -> None:
-    from adapter.reference.tiny_model import RECIPE_FILE, arith_only, is_planted
+    from adapter.reference.tiny_model import RECIPE_FILE
+    from e2e.tiny.variants import arith_only, is_planted
 
     planted, plain, other = tmp_path / "planted", tmp_path / "plain", tmp_path / "other"
     for path, recipe in ((planted, RECIPE), (plain, arith_only(RECIPE))):

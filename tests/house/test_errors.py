@@ -1,6 +1,8 @@
-"""Every exception the adapter defines lives in `adapter/errors.py` and is drawn in its tree, so a
-caller finds each type in one place (the one exception: generation A's `AdapterRequestError`
-subclasses Verifiers' own `ProviderError`, and errors.py imports nothing from Verifiers)."""
+"""Every exception the product defines lives in `adapter/errors.py` and is drawn in its tree, so a
+caller finds each type in one place. The demo engine's and the check command's live beside their
+code (`adapter/reference/errors.py`, `adapter/cli/server_checks.py`), named by errors.py; and
+generation A's `AdapterRequestError` subclasses Verifiers' own `ProviderError` (errors.py imports
+nothing from Verifiers)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from pathlib import Path
 import adapter.errors
 
 ADAPTER = Path(__file__).resolve().parents[2] / "adapter"
-OUTSIDE = {("episodes/generations/a.py", "AdapterRequestError")}  # must subclass Verifiers' ProviderError
+OUTSIDE = {
+    ("episodes/generations/a.py", "AdapterRequestError"),  # must subclass Verifiers' ProviderError
+    # the reference (demo) engine's own, beside its code
+    ("reference/errors.py", "ReferenceEngineError"), ("reference/errors.py", "BadRequestError"),
+    ("reference/errors.py", "ContextLengthError"), ("reference/errors.py", "AssetError"),
+    ("reference/errors.py", "SGLangSourceError"),
+    # `vf-sglang check`'s verdicts, beside the checks
+    ("cli/server_checks.py", "CheckFailed"), ("cli/server_checks.py", "CheckSkipped"),
+}
 
 
 def _defined_exceptions() -> set[tuple[str, str]]:
@@ -27,9 +37,16 @@ def _defined_exceptions() -> set[tuple[str, str]]:
     return found
 
 
-def test_every_exception_class_is_defined_in_errors_py() -> None:
+def test_every_exception_class_is_defined_in_errors_py_or_in_a_named_home() -> None:
     elsewhere = {found for found in _defined_exceptions() if found[0] != "errors.py"}
     assert elsewhere == OUTSIDE
+
+
+def test_errors_py_names_where_each_exception_outside_it_lives() -> None:
+    doc = adapter.errors.__doc__ or ""
+    for path, name in OUTSIDE:
+        module = "adapter." + path.removesuffix(".py").replace("/", ".")
+        assert name in doc and (module in doc or path.startswith("episodes/")), f"{name} ({module})"
 
 
 def test_errors_py_draws_every_class_it_defines() -> None:

@@ -2,7 +2,7 @@
 bash call runs, its output comes back as a tool message, and the trace turns into samples.
 
 The session's own server (`sglang_cpu_server`) is given the tiny model's default-harness variant
-(`tiny_model.default_harness`: the same architecture, trained to call bash under that harness's
+(`e2e.tiny.variants.default_harness`: the same architecture, trained to call bash under that harness's
 prompt) with `/update_weights_from_disk`, and the recipe's own weights back afterwards: no server
 is started for this test. Generation A (verifiers 0.2.0, `[harness] id = "default"`, subprocess
 runtime). Opt-in: VF_SGLANG_CPU=1 (the sglang-cpu lanes); on the main SGLang version's lane only
@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from adapter.cli import main
-from adapter.reference.tiny_model import RECIPE, build_tiny_model, default_harness
+from adapter.reference.tiny_model import RECIPE, build_tiny_model
 from e2e.judges.turns import load_exchanges, runs_of, turn_report
 from e2e.rl_cpu.sync import load_weights
 from e2e.sglang_cpu.server import DEFAULT_VERSION
+from e2e.tiny.variants import default_harness
 
 pytestmark = pytest.mark.sglang_cpu
 

@@ -5,6 +5,7 @@ be broken, nor a new major."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import pytest
@@ -17,7 +18,8 @@ from adapter.versions.gate import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, decide, inst
 
 def _install(monkeypatch: pytest.MonkeyPatch, verifiers: str, renderers: str) -> None:
     monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": verifiers, "renderers": renderers}.get(name))
-    monkeypatch.setattr(versions, "_warned", set())
+    # a fresh once-per-process memory for this test, the process's own restored afterwards
+    monkeypatch.setattr(versions, "warn_untested", functools.cache(versions.warn_untested.__wrapped__))
 
 
 @pytest.mark.parametrize("verifiers", ["0.4.1", "0.4.7.dev1", "0.5.0", "0.9.3"])
@@ -77,6 +79,19 @@ def test_require_supported_logs_the_warning_once(monkeypatch, caplog) -> None:
         assert require_supported() == "B"
     warnings = [r.getMessage() for r in caplog.records if r.name == "adapter.versions.gate"]
     assert len(warnings) == 1 and "verifiers 0.4.1" in warnings[0] and "untested" in warnings[0]
+
+
+def test_require_supported_warns_once_per_untested_version(monkeypatch, caplog) -> None:
+    monkeypatch.setenv(ALLOW_UNTESTED_ENV, "1")
+    _install(monkeypatch, "0.4.1", "0.1.12")
+    with caplog.at_level(logging.WARNING, logger="adapter.versions.gate"):
+        require_supported()
+        newer = {"verifiers": "0.4.2", "renderers": "0.1.12"}
+        monkeypatch.setattr(versions, "_installed", newer.get)
+        require_supported()
+        require_supported()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "adapter.versions.gate"]
+    assert [("verifiers 0.4.1" in w, "verifiers 0.4.2" in w) for w in warnings] == [(True, False), (False, True)]
 
 
 def test_cli_versions_prints_the_untested_warning(monkeypatch, capsys) -> None:

@@ -4,6 +4,8 @@ names the reason and the fix."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapter.cli.entry import main
 from adapter.errors import UnsupportedVersionError
@@ -47,6 +49,21 @@ def test_gate(verifiers, renderers, transformers, expected) -> None:
         assert not decision.supported
         assert expected in decision.reason
         assert "pip install" in decision.reason  # every refusal says what to do
+
+
+VERSIONS = st.builds(lambda parts, suffix: ".".join(map(str, parts)) + suffix,
+                     st.lists(st.integers(0, 5), min_size=1, max_size=4),
+                     st.sampled_from(["", ".dev3", ".post1", "rc1", ".dev86", ".dev17"]))
+
+
+@given(VERSIONS, VERSIONS, st.booleans(), st.booleans())
+def test_the_gate_serves_a_generation_it_has_or_refuses_with_a_fix(verifiers: str, renderers: str,
+                                                                   transformers: bool, untested: bool) -> None:
+    decision = decide(verifiers, renderers, has_transformers=transformers, allow_untested=untested)
+    if decision.supported:
+        assert decision.generation in ("A", "B")
+    else:
+        assert "pip install" in (decision.reason or "")
 
 
 def test_the_locked_set_is_generation_a() -> None:

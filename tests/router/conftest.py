@@ -52,10 +52,11 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    """The tiny model's arithmetic-only variant (`tiny_model.arith_only`): the lane's chat fixture asks
+    """The tiny model's arithmetic-only variant (`e2e.tiny.variants.arith_only`): the lane's chat fixture asks
     sums, which it answers and ends; the tool-calling model rambles there to the 16-token limit, and a
     truncated turn splits its trace into branches, which these tests do not count on."""
-    from adapter.reference.tiny_model import RECIPE, arith_only, build_tiny_model
+    from adapter.reference.tiny_model import RECIPE, build_tiny_model
+    from e2e.tiny.variants import arith_only
 
     return build_tiny_model(progress=False, recipe=arith_only(RECIPE))
 

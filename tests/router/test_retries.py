@@ -10,8 +10,9 @@ import asyncio
 import httpx
 import pytest
 
-from adapter.bridge.handler import ENGINE_ATTEMPTS_PER_TURN, create_app, handle_generate
+from adapter.bridge.handler import create_app, handle_generate
 from adapter.cli.routing import SMG_DEFAULT_RETRIES
+from adapter.config.limits import ENGINE_ATTEMPTS_PER_TURN
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
 from benchmarks.common import PROMPT, body

@@ -78,7 +78,7 @@ def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence
                                                    f"resolve or install (see {log})"))
     test_env = {**env, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", **cell.env}
     _run([str(python), "-m", "adapter.cli", "versions"], log, env=test_env, timeout=120)
-    _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conformance.plugin",
+    _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
           f"--junitxml={report}", *(["--exitfirst"] if exitfirst else []), "tests/contract"], log, env=test_env,
          timeout=TEST_TIMEOUT_S)
     return CellResult(cell.name, read(report), _freeze(python))

@@ -23,7 +23,7 @@ PYTHON = ("adapter/*.py", "conformance/*.py", "e2e/*.py", "tests/*.py", "fixture
 PINS = ("uv.lock", "pyproject.toml", "tox.ini", "e2e/requirements-contract.txt", "e2e/pins/*")
 ENGINE_LEG = ("adapter/engine/*", "adapter/wire/*", "adapter/bridge/*", "e2e/sglang_cpu/*", "e2e/plans/steps.py",
               "e2e/plans/sglang_cpu.py", "e2e/runner.py", "e2e/judges/*", "tests/real_sglang/*", "tests/sglang_cpu/*",
-              "adapter/reference/tiny_*", "fixtures/envs/*")
+              "adapter/reference/tiny_*", "e2e/tiny/*", "fixtures/envs/*")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ LANES: dict[str, Lane] = {
         "mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
         "the lr-0 control on the same seeds stays flat (its first and last windows only)",
     ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/samples/conversion.py",
-        "adapter/reference/tiny_*", "e2e/sglang_cpu/*", "uv.lock")),
+        "adapter/reference/tiny_*", "e2e/tiny/*", "e2e/sglang_cpu/*", "uv.lock")),
     "miles": Lane(("miles",), (
         "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
         "0.5.23, class and legacy ABIs, one case through the printed `ray job submit` against the lane's Ray "

@@ -5,8 +5,8 @@
 
 `GenerationSpec` holds what is known without importing Verifiers: the config shape, the
 bundled fixtures and where the episode runner lives. `EpisodeBackend` is the Protocol every
-runner implements (tasks, group rewards, serving, the client, a group of n rollouts, the
-sampling config). `installed()` picks the spec from `adapter.versions.gate.require_supported()`.
+runner implements (tasks, group rewards, serving, the client, a group of n rollouts).
+`installed()` picks the spec from `adapter.versions.gate.require_supported()`.
 `unsupported_feature` is the one refusal both shims raise when Verifiers' TrainClient or
 Renderers raised `NotImplementedError` (A catches it in process, B reads the type Verifiers
 recorded on the model call): the run stops at the first group instead of resampling.
@@ -34,12 +34,6 @@ if TYPE_CHECKING:
     from adapter.config.settings import Settings
 
 
-class EpisodeClient(Protocol):
-    """What `make_client` returns: a TrainClient (A) or a served-bridge handle (B)."""
-
-    async def close(self) -> None: ...
-
-
 class EpisodeBackend(Protocol):
     """A generation's episode runner over one loaded environment."""
 
@@ -53,8 +47,6 @@ class EpisodeBackend(Protocol):
 
     def make_client(self, app: Any, *, tokenizer_path: str | None = None,
                     renderer_model_name: str | None = None, pool_size: int = 1) -> Any: ...
-
-    def sampling_config(self, settings: Settings, seed: int | None = None) -> Any: ...
 
     async def run_group(self, task_index: int, *, n: int, client: Any, model: str, settings: Settings,
                         seed_base: int | None, semaphore: asyncio.Semaphore) -> list[Any]:

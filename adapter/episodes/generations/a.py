@@ -267,11 +267,6 @@ class GenerationA:
         self.tasks = list(self.env.taskset.load())
         self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
 
-    @staticmethod
-    def sampling_config(settings: Settings, seed: int | None = None) -> Any:
-        config = sampling_config(settings)
-        return config if seed is None else config.model_copy(update={"seed": seed})
-
     def serving(self) -> Any:
         """The env-level serving resources (interception pool, shared tool servers)."""
         return self.env.serving()

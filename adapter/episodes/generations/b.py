@@ -167,10 +167,6 @@ class GenerationB:
         self._endpoint = BridgeEndpoint(app, name, renderer, pool_size=pool_size)
         return self._endpoint
 
-    @staticmethod
-    def sampling_config(settings: Settings, seed: int | None = None) -> Any:
-        return sampling_config(settings, seed)
-
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
         if self._endpoint is None:

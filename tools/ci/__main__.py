@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tools.ci import lane_docs
 from tools.ci.affected import REPO, affected, changed_paths
 from tools.ci.lanes import LANES, STAGES
 from tools.ci.report import document, table
@@ -51,7 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     stressed.add_argument("--write", type=Path, default=None, metavar="PATH",
                           help="write the lane's row into this file's Stress section (docs/ci.md)")
     stressed.add_argument("--logs", type=Path, default=REPO / "runs" / "ci-stress", help="run-K/<lane>.log per run")
+    docs = sub.add_parser("docs", help="check the docs' lane tables against tools/ci/lanes.py (--write: rewrite)")
+    docs.add_argument("--write", action="store_true", help="rewrite the stale tables")
     args = parser.parse_args(argv)
+
+    if args.command == "docs":
+        changed = lane_docs.write() if args.write else lane_docs.stale()
+        for name in changed:
+            print(f"{name}: {'rewritten' if args.write else 'stale (python3 -m tools.ci docs --write)'}")
+        return 1 if changed and not args.write else 0
 
     if args.command == "stress":
         return _stress(args)

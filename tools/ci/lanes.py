@@ -31,6 +31,8 @@ class Lane:
     envs: tuple[str, ...]
     claims: tuple[str, ...]
     paths: tuple[str, ...]
+    summary: str = ""  # one line: what the lane proves (README's and e2e/README.md's tables)
+    harness: str = ""  # where its harness lives under e2e/ (e2e/README.md's table)
 
 
 LANES: dict[str, Lane] = {
@@ -39,53 +41,81 @@ LANES: dict[str, Lane] = {
         "renderers 0.1.10 and real episodes of the bundled tasksets on a scripted engine (the README's test command)",
         "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
         "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
-    ), PYTHON + PINS + ("adapter/*",)),
-    "lint": Lane(("lint",), ("ruff on every code folder; mypy strict on adapter/",), (*PYTHON, "pyproject.toml")),
+    ), PYTHON + PINS + ("adapter/*",),
+        summary=('unit, wire snapshots, fault suite, contract checks and real episodes on a scripted engine; the GPU '
+                 'plans as data and their CPU-testable steps'),
+        harness="`plans/`, `runner.py`, `gpu/` (the GPU plans' steps, rehearsed)"),
+    "lint": Lane(("lint",), ("ruff on every code folder; mypy strict on adapter/",), (*PYTHON, "pyproject.toml"),
+        summary='ruff; mypy strict on `adapter/`',
+        harness='none (`tests/house/`)'),
     "lane-isolation": Lane(("lane-isolation",), (
         "a lane never takes over the checkout's .venv (tox lint, then uv run, twice, in a copy)",
-    ), ("tox.ini", "pyproject.toml", "uv.lock", "tests/house/test_lane_isolation.py")),
+    ), ("tox.ini", "pyproject.toml", "uv.lock", "tests/house/test_lane_isolation.py"),
+        summary="a lane never takes over the checkout's `.venv`",
+        harness='none (`tests/house/test_lane_isolation.py`)'),
     "wheel": Lane(("wheel",), (
         "the wheel ships the product alone (adapter, conformance; no e2e); installed with its demo extra in a "
         "clean venv outside the checkout: versions, compat, bundled data, miles-command, one demo group",
-    ), ("pyproject.toml", "uv.lock", ".ci/wheel-check", "adapter/*")),
+    ), ("pyproject.toml", "uv.lock", ".ci/wheel-check", "adapter/*"),
+        summary=('the built wheel holds `adapter` and `conformance` alone, registers no pytest plugin; installed '
+                 'outside the checkout, it runs the demo'),
+        harness='none (`.ci/wheel-check`)'),
     "sglang-schema": Lane(("sglang-schema",), (
         "every /generate payload and engine output against sglang 0.5.15, 0.5.16 and 0.5.23's own classes",
-    ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "adapter/reference/*", "tests/conformance/*")),
+    ), ("adapter/wire/*", "adapter/engine/*", "conformance/*", "adapter/reference/*", "tests/conformance/*"),
+        summary="every payload against SGLang 0.5.15, 0.5.16 and 0.5.23's own classes",
+        harness='none (`conformance/`)'),
     "e2e": Lane(("e2e",), (
         "the reference engine's tests; the CPU tier (reference engine, bundled tasksets) verified by "
         "e2e/judges/verify.py",
         "Miles main and each open Miles PR head's own files (fixtures/miles_next) accept a multi-turn tool sample "
         "(validate, to_dict/from_dict, the log-prob guard), its weight-version spans, and the adapter's class",
-    ), ("e2e/*", "adapter/*", "tests/e2e/*", "tests/miles/*", "conformance/miles_next.py", "fixtures/*", *PINS)),
+    ), ("e2e/*", "adapter/*", "tests/e2e/*", "tests/miles/*", "conformance/miles_next.py", "fixtures/*", *PINS),
+        summary="the reference engine; the CPU tier verified (the GPU tier on CUDA); Miles' open PRs' own files",
+        harness=('`runner.py` + `plans/cpu.py` (`plans/gpu.py` on CUDA), `judges/verify.py`; the reference engine is '
+                 '`adapter/reference/`')),
     "matrix": Lane(MATRIX, (
         "the contract suite and one real episode group inside each supported published verifiers/renderers pair",
-    ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS)),
+    ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS),
+        summary='the contract suite and one real episode group inside each supported verifiers/renderers pair',
+        harness='`requirements-contract.txt`, `pins/`'),
     "canary": Lane(("canary",), (
         "the newest published verifiers, renderers, openai, transformers, sglang and smg judged (the newest 0.3.x "
         "too, with unbounded openai and the newest httpx2 below the gate's known break); a planted incompatible "
         "renderers must fail it",
-    ), ("tools/canary/*", "tests/canary/*", "adapter/versions/*", *PINS)),
+    ), ("tools/canary/*", "tests/canary/*", "adapter/versions/*", *PINS),
+        summary='the newest published releases judged the day they appear',
+        harness='none here: `tools/canary/` (resolution, cells, report, `bump`, the gate rules)'),
     "sglang-cpu": Lane(("sglang-cpu",), (
         "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generations A and B, "
         "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",
         "Verifiers' default harness (bash + edit) on real SGLang; serving's lifecycle; the lane's two servers "
         "behind smg: consistent hashing keeps a trace's turns on its worker and hits the prefix cache more",
-    ), (*ENGINE_LEG, "e2e/router/cache.py", "tests/real_sglang/*", "uv.lock")),
+    ), (*ENGINE_LEG, "e2e/router/cache.py", "tests/real_sglang/*", "uv.lock"),
+        summary=("real SGLang 0.5.23 on CPU: rollouts, tool turns, abort, cache, weights, seeds; smg's routing and "
+                 "prefix cache"),
+        harness='`sglang_cpu/`, `plans/sglang_cpu.py`, `judges/`, `router/cache.py`'),
     "sglang-cpu-0516": Lane(("sglang-cpu-0516",), (
         "real SGLang 0.5.16 (Miles' image pin): what differs between SGLang versions — check's live conformance "
         "checks, generation A's recorded rollouts and tool turns, abort, radix cache, weight updates, seeds",
-    ), ENGINE_LEG),
+    ), ENGINE_LEG,
+        summary='real SGLang 0.5.16 on CPU: what differs between SGLang versions',
+        harness='`sglang_cpu/`, `plans/sglang_cpu.py`, `judges/`'),
     "router": Lane(("router",), (
         "the real router (smg) before two reference engines: check, routed multi-turn rollouts, a killed worker, "
         "the retry budget, abort, the Miles binding, load",
     ), ("adapter/engine/*", "adapter/bridge/*", "adapter/cli/*", "e2e/router/smg.py", "tests/router/*",
-        "adapter/reference/*", "tox.ini")),
+        "adapter/reference/*", "tox.ini"),
+        summary='the real router (smg) before two engines: routing, a killed worker, retries, abort',
+        harness='`router/smg.py` (smg and engines as processes)'),
     "rl-cpu": Lane(("rl-cpu",), (
         "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 → ≥ 0.8 in 6 steps, "
         "mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
         "the lr-0 control on the same seeds stays flat (its first and last windows only)",
     ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/samples/conversion.py",
-        "adapter/reference/tiny_*", "e2e/tiny/*", "e2e/sglang_cpu/*", "uv.lock")),
+        "adapter/reference/tiny_*", "e2e/tiny/*", "e2e/sglang_cpu/*", "uv.lock"),
+        summary="the adapter's samples teach a tool call through real SGLang",
+        harness='`rl_cpu/` (the loop, trainer, checks, its tasksets), `tiny/`'),
     "miles": Lane(("miles",), (
         "the published Miles (miles-rl 0.0.2) runs the adapter as miles-command prints it, against real SGLang "
         "0.5.23, class and legacy ABIs, one case through the printed `ray job submit` against the lane's Ray "
@@ -98,7 +128,9 @@ LANES: dict[str, Lane] = {
     ), ("adapter/miles/*", "e2e/miles_cpu/*", "tests/miles_cpu/*",
         "adapter/samples/sample_type.py", "adapter/samples/conversion.py", "adapter/samples/weight_spans.py",
         "adapter/bridge/stats.py", "e2e/judges/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py",
-        "e2e/router/smg.py")),
+        "e2e/router/smg.py"),
+        summary='the published Miles runs the printed command: tool samples, its router, `ray job submit`',
+        harness='`miles_cpu/` (the Miles venv, driver, stand-in actor, services, checks), `judges/verify.py`'),
 }
 
 # Each stage: tracks side by side; each track: lanes one after another. The first track's output

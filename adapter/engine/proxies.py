@@ -11,7 +11,7 @@ Two layers keep them direct:
     client in adapter/engine/client.py, the preflight probe in adapter/engine/probe.py);
   * `bypass_proxies_for_loopback(environ)` adds 127.0.0.1, localhost and ::1 to `NO_PROXY`
     *and* `no_proxy` (urllib, hence httpx, lets the lowercase one win when both are set), keeping
-    every entry already there. The orchestrator calls it when a session opens, before the bridge
+    every entry already there. The orchestrator calls it once, when it is built, before the bridge
     client is built and before any episode starts, so Verifiers' clients and every subprocess
     inherit it; the E2E runner applies it to every step's environment. The proxy variables
     themselves stay: non-loopback traffic (uv's package downloads) still needs them.

@@ -12,6 +12,7 @@ The EnvConfig comes from `--verifiers-config` or `VERIFIERS_CONFIG`.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from adapter.config.settings import Settings
@@ -89,15 +90,30 @@ class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' Base
         checkpoint.load(self.orchestrator, self.args, rollout_id)
 
 
-_LEGACY: dict[tuple[int, int], VerifiersRolloutFn] = {}
+@dataclass
+class _Legacy:
+    """The legacy ABI's one function: for the run whose (args, data_source) Miles passes. A call
+    with other objects (another run in this process) replaces it, so nothing accumulates, and the
+    objects themselves are held, so an id() is never mistaken for a new object's."""
+
+    args: Any = None
+    data_source: Any = None
+    function: VerifiersRolloutFn | None = None
+
+    def for_call(self, args: Any, data_source: Any) -> VerifiersRolloutFn:
+        if self.function is None or self.args is not args or self.data_source is not data_source:
+            constructor = abi_types()[0]
+            self.args, self.data_source = args, data_source
+            self.function = VerifiersRolloutFn(constructor(args=args, data_source=data_source))
+        return self.function
+
+
+_LEGACY = _Legacy()
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
     """Miles' legacy function ABI. Miles calls it from a worker thread (no running loop); one
     `VerifiersRolloutFn` per (args, data_source) keeps the task cursor between calls."""
-    constructor, train_input, eval_input, _, _ = abi_types()
-    key = (id(args), id(data_source))
-    if key not in _LEGACY:
-        _LEGACY[key] = VerifiersRolloutFn(constructor(args=args, data_source=data_source))
+    _, train_input, eval_input, _, _ = abi_types()
     rollout_input = eval_input(rollout_id=rollout_id) if evaluation else train_input(rollout_id=rollout_id)
-    return asyncio.run(_LEGACY[key](rollout_input))
+    return asyncio.run(_LEGACY.for_call(args, data_source)(rollout_input))

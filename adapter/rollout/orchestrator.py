@@ -131,6 +131,7 @@ class Orchestrator:
             raise self._bridge.internal_error
 
     def __post_init__(self) -> None:
+        bypass_proxies_for_loopback()  # once: the served bridge and the harness' calls stay direct
         self._order = list(range(len(self.backend.tasks)))
         if self.settings.rollout_shuffle:
             random.Random(self.settings.rollout_seed).shuffle(self._order)
@@ -139,7 +140,6 @@ class Orchestrator:
     async def _session(
         self, settings: Settings, engine_url: str | Callable[[], str] | None = None
     ) -> AsyncIterator[tuple[Any, SGLangClient, SessionStats]]:
-        bypass_proxies_for_loopback()  # the served bridge and the harness' calls stay direct
         engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router,
                               max_in_flight=settings.max_in_flight)
         app = create_app(settings, engine, model=self.model)

@@ -6,7 +6,7 @@ Consumes: the real Qwen3 tokenizer and the recipe's `train.bash` section (presen
 Under the default harness (verifiers 0.2.0 `[harness] id = "default"`, 0.4.0 `[agent.harness]
 id = "bash"`) the model is a coding agent: its system turn is the harness's prompt, then Renderers'
 Qwen3 tool block with `bash`, `edit` and the taskset's `echo_tools_stamp`, in that order
-(`tests/e2e/test_tiny_bash.py` checks the rendering against Renderers). The teacher's episode:
+(`tests/reference/test_tiny_bash.py` checks the rendering against Renderers). The teacher's episode:
 
   1. a bash call, `echo <word>` (prob. `bash`; else it goes straight to step 2);
   2. after the command's output (stdout, so the word and a newline), the stamp call with the word;

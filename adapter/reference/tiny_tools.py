@@ -10,7 +10,7 @@ rendering of the tool block and the user message; the model answers with a Qwen3
 (`<tool_call>\\n{json}\\n</tool_call><|im_end|>`, the format Renderers parse). Turn 2's prompt is
 turn 1's prompt ids + the call's ids + Renderers' bridge ids (the tool response and a new
 generation prompt), each piece tokenized on its own exactly as the engine receives them
-(`tests/e2e/test_tiny_model.py` checks both turns against Renderers); the model answers with the
+(`tests/reference/test_tiny_model.py` checks both turns against Renderers); the model answers with the
 stamp it reads there. One episode is one sequence: both turns are scored, the prompt and the
 tool's bridge are not.
 

@@ -6,7 +6,7 @@ and the mean loss of the last ten steps.
 
 Data. The chat format of the bundled `arith-v1` taskset: one user message rendered exactly as
 Renderers' Qwen3 renderer renders it with the generation prompt (thinking enabled, the default:
-nothing follows "assistant\\n"; `tests/e2e/test_reference_engine.py` checks this prefix against
+nothing follows "assistant\\n"; `tests/reference/test_reference_engine.py` checks this prefix against
 Renderers), then an answer's digits and `<|im_end|>`. Most examples are the taskset's own rows
 answered by a *noisy teacher* (`answer_mix`: exact, off by one, further off), so the trained
 model samples right, close and wrong answers for the same prompt and rewards vary inside a

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 PINNED = {"verifiers": "0.2.0", "renderers": "0.1.10"}
 # The (verifiers, renderers) pairs the version matrix proves, oldest first: each is installed
 # exactly by one tox.ini `contract-vf*` cell and is a "pass" row of docs/compatibility.md
-# (tests/rollout/test_refusals.py checks both). Every refusal's fix is one of these.
+# (tests/versions/test_refusals.py checks both). Every refusal's fix is one of these.
 PROVEN: tuple[tuple[str, str], ...] = (
     ("0.2.0", "0.1.8"), ("0.2.0", "0.1.10"), ("0.2.1", "0.1.10"),
     ("0.3.0", "0.1.12"), ("0.3.1", "0.1.12"), ("0.4.0", "0.1.12"),

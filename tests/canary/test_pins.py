@@ -12,7 +12,7 @@ from packaging.utils import canonicalize_name
 
 from adapter.versions.breaks import PACKAGES
 from adapter.versions.gate import decide
-from tests.rollout.test_refusals import _contract_cells
+from tests.versions.test_refusals import _contract_cells
 from tools.canary.pins import known_break_bounds, pinned, pins_file
 from tools.ci.lanes import MATRIX
 

@@ -66,8 +66,8 @@ def _tracked_files() -> list[str]:
 # Files that hold `package==X` as generated text, test data or a matrix cell's own pair, never
 # as a copy of the default pin.
 NOT_COPIES = {"uv.lock", "docs/compatibility.md", "docs/versions.md", "README.md", "tox.ini",
-              "tests/canary/test_pins.py", "tests/canary/test_rules.py", "tests/rollout/test_refusals.py",
-              "tests/rollout/test_harness_pins.py", "tests/sglang_cpu/test_sglang_cpu_launch.py"}
+              "tests/canary/test_pins.py", "tests/canary/test_rules.py", "tests/versions/test_refusals.py",
+              "tests/episodes/test_harness_pins.py", "tests/sglang_cpu/test_sglang_cpu_launch.py"}
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)

@@ -233,3 +233,11 @@ def test_a_loose_e2e_module_and_an_unmapped_folder_are_named(tmp_path: Path) -> 
         "e2e/README.md does not name e2e/lane/",
         "e2e/lane/__init__.py does not say what the folder holds",
     ]
+
+
+def test_the_tests_mirror_the_package_one_folder_per_subpackage() -> None:
+    """A subpackage's unit tests live in tests/<subpackage>/ (cross-cutting suites, such as
+    tests/contract or the lanes' own, sit beside them)."""
+    subpackages = {p.name for p in ADAPTER.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(subpackages - folders) == []

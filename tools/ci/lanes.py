@@ -70,7 +70,8 @@ LANES: dict[str, Lane] = {
         "e2e/judges/verify.py",
         "Miles main and each open Miles PR head's own files (fixtures/miles_next) accept a multi-turn tool sample "
         "(validate, to_dict/from_dict, the log-prob guard), its weight-version spans, and the adapter's class",
-    ), ("e2e/*", "adapter/*", "tests/e2e/*", "tests/miles/*", "conformance/miles_next.py", "fixtures/*", *PINS),
+    ), ("e2e/*", "adapter/*", "tests/e2e/*", "tests/reference/*", "tests/miles/*", "conformance/miles_next.py",
+        "fixtures/*", *PINS),
         summary="the reference engine; the CPU tier verified (the GPU tier on CUDA); Miles' open PRs' own files",
         harness=('`runner.py` + `plans/cpu.py` (`plans/gpu.py` on CUDA), `judges/verify.py`; the reference engine is '
                  '`adapter/reference/`')),
@@ -194,7 +195,8 @@ MOVED: tuple[tuple[str, str], ...] = (
     ("the class ABI through real Miles on the reference engine (miles lane: reference-class)",
      "dropped as a Miles case: the class ABI through real Miles runs on real SGLang (sglang-class-echo-tool); the "
      "reference engine's /health_generate and the /get_server_info fields Miles compares are locked in e2e "
-     "(tests/e2e/test_reference_engine.py); its Miles binding runs in router (tests/router/test_miles_binding.py)"),
+     "(tests/reference/test_reference_engine.py); its Miles binding runs in router "
+     "(tests/router/test_miles_binding.py)"),
     ("the legacy function on real SGLang through real Miles, the driver run directly (sglang-legacy)",
      "miles: sglang-legacy-job-submit (the same case, launched by the printed `ray job submit`) and "
      "sglang-miles-router (the driver run directly, behind Miles' router)"),

@@ -66,17 +66,19 @@ def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence
     here = run_dir / cell.name
     venv, log, report = here / "venv", here / "log.txt", here / "junit.xml"
     report.unlink(missing_ok=True)
-    uv, env = uv_executable(), uv_env()
+    uv, env = uv_executable(), {**uv_env(), "UV_COMPILE_BYTECODE": "0"}
     python = venv / "bin" / "python"
     if _run([uv, "venv", "--clear", "--quiet", "--python", sys.executable, str(venv)], log, env=env,
             timeout=INSTALL_TIMEOUT_S) != 0:
         return CellResult(cell.name, Outcome(0, 1, f"install: could not create a venv (see {log})"))
-    install = [uv, "pip", "install", "--compile-bytecode", "--python", str(python), "--quiet", *_links(find_links),
+    # No bytecode compiled at install: the suite imports a small part of a cell (the matrix cells'
+    # measure, tox.ini); Python writes what it imports, once, and the cell's later processes read it.
+    install = [uv, "pip", "install", "--python", str(python), "--quiet", *_links(find_links),
                "-r", str(CONTRACT_REQUIREMENTS), *cell.requirements]
     if _run(install, log, env=env, timeout=INSTALL_TIMEOUT_S) != 0:
         return CellResult(cell.name, Outcome(0, 1, f"install: `pip install {' '.join(cell.requirements)}` does not "
                                                    f"resolve or install (see {log})"))
-    test_env = {**env, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", **cell.env}
+    test_env = {**env, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "", **cell.env}
     _run([str(python), "-m", "adapter.cli", "versions"], log, env=test_env, timeout=120)
     _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
           f"--junitxml={report}", *(["--exitfirst"] if exitfirst else []), "tests/contract"], log, env=test_env,

@@ -58,7 +58,8 @@ def read_state(path: Path, rollout_id: int) -> RunState:
 def save(orchestrator: Orchestrator, args: Any, rollout_id: int) -> Path:
     directory = getattr(args, "save", None)
     if not directory:
-        raise ConfigurationError(f"save({rollout_id}): Miles gave no --save directory to keep the rollout state in")
+        raise ConfigurationError(f"save({rollout_id}): Miles gave no --save directory to keep the rollout state in: "
+                                 "pass --save DIR (Miles' checkpoint directory), where load finds it on resume")
     path = state_path(directory, rollout_id)
     write_state(path, orchestrator.checkpoint(rollout_id))
     return path

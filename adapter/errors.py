@@ -48,13 +48,12 @@
 Outside the tree, each where its callers need a standard base (defined here):
     JSONBodyError(ValueError)     a body that is not one strict JSON document (adapter.wire.strict_json)
     ServeError(RuntimeError)      the bridge server did not start listening in time
-    TinyModelBuildError(Exception)  the tiny model (`vf-sglang demo`/`engine`, the lanes) could not be
-                                  built or its cache is unusable (adapter.reference.tiny_model)
 
 The product's errors live here; the demo engine's and the check command's live beside their code:
     adapter.reference.errors      the reference engine's (the demo's stand-in for SGLang, never SGLang):
-                                  ReferenceEngineError, BadRequestError, ContextLengthError, and the
-                                  pinned tokenizer files' AssetError and sglang_source's SGLangSourceError
+                                  ReferenceEngineError, BadRequestError, ContextLengthError, the tiny
+                                  model's TinyModelBuildError, the pinned tokenizer files' AssetError
+                                  and sglang_source's SGLangSourceError
     adapter.cli.server_checks     `vf-sglang check`'s verdicts: CheckFailed, CheckSkipped
 One more exception lives in a shim: generation A's `AdapterRequestError` must subclass Verifiers' own
 `ProviderError` (TrainClient retries by that type), and this module imports nothing from Verifiers.
@@ -234,9 +233,3 @@ class JSONBodyError(ValueError):
 
 class ServeError(RuntimeError):
     """The server did not start listening in time (port taken, bad host)."""
-
-
-class TinyModelBuildError(Exception):
-    """Building, saving or reusing the cached tiny model failed (`adapter.reference.tiny_model`).
-    Here, not in `adapter.reference.errors`, while the sglang-cpu lane's harness imports it from
-    `adapter.errors`; `adapter.reference` re-exports it."""

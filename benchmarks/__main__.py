@@ -1,4 +1,5 @@
-"""Every benchmark in one run: overhead (instant stub), trace → Sample conversion, load (Miles-scale concurrency), where
+"""Every benchmark in one run: overhead (instant stub), trace → Sample conversion, load (Miles-scale concurrency), a
+train call's setup (the installed generation), where
 torch is installed (the `demo` group) the reference engine and a real episode's CPU in the demo
 with and without the harness program's bytecode, and with `--sglang` real SGLang on
 CPU (its venv is built on first use) — each section of docs/performance.md written by this one
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from benchmarks import conversion, harness, load, overhead, reference, sglang_cpu
+from benchmarks import call_setup, conversion, harness, load, overhead, reference, sglang_cpu
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--sglang", action="store_true", help="also the real-SGLang benchmark (benchmarks.sglang_cpu)")
     args = parser.parse_args(argv)
     flags = [flag for flag, on in (("--tiny", args.tiny), ("--write", args.write)) if on]
-    lines = [*overhead.main(flags), *conversion.main(flags), *load.main(flags)]
+    lines = [*overhead.main(flags), *conversion.main(flags), *load.main(flags), *call_setup.main(flags)]
     if importlib.util.find_spec("torch") is None:
         print("reference engine, harness: skipped (need torch: the `demo` dependency group)")
     else:

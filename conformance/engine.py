@@ -60,6 +60,7 @@ class ScriptedEngine:
     default: Step | None = None  # answers /generate once the script is used up (None: HTTP 500)
     workers: list[str] | None = None  # a router's workers, listed on /workers (None: not a router)
     route: Callable[[Recorded], str] | None = None  # plays a router: the worker a /generate went to
+    server_info: dict[str, Any] | None = None  # answered on /server_info (and the older name); None: 404
 
     def script(self, *steps: Step) -> ScriptedEngine:
         self.steps.extend(steps)
@@ -110,6 +111,8 @@ class ScriptedEngine:
             ("POST", "/flush_cache"): {},
             ("POST", "/abort_request"): {},
         }
+        if self.server_info is not None:
+            routes[("GET", "/server_info")] = routes[("GET", "/get_server_info")] = self.server_info
         if self.workers is not None:
             routes[("GET", "/workers")] = {"workers": [{"url": url} for url in self.workers]}
         if (request.method, recorded.path) in routes:

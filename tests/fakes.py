@@ -53,11 +53,16 @@ class FakeBackend:
     async def serving(self):
         yield
 
-    def make_client(self, app: Any, **kwargs: Any) -> FakeClient:
+    @contextlib.asynccontextmanager
+    async def connect(self, app: Any, **kwargs: Any):
         self.app = app
         self.client_kwargs.append(kwargs)
-        self.clients.append(FakeClient())
-        return self.clients[-1]
+        client = FakeClient()
+        self.clients.append(client)
+        try:
+            yield client
+        finally:
+            await client.close()
 
     async def run_group(self, task_index: int, *, n: int, seed_base: int | None, **_: Any) -> list[Any]:
         self.calls.append((task_index, n, seed_base))

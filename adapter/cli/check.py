@@ -26,7 +26,7 @@ from adapter.cli.server_checks import CheckResult, ServerFacts, read_facts, run_
 from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
 from adapter.engine.probe import MODEL_INFO_PATHS, SGLANG_MODEL_INFO_KEYS
-from adapter.engine.recording import record_option, start_recording
+from adapter.engine.recording import CassetteRecorder, record_option, recorder_for, wrap_of
 from adapter.errors import VfSglangError
 
 MARKS = {"pass": "ok", "fail": "FAIL", "skip": "skip"}
@@ -49,11 +49,11 @@ def format_results(results: list[CheckResult]) -> str:
     return "\n".join(rows)
 
 
-async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckResult:
+async def episode_check(args: argparse.Namespace, facts: ServerFacts, recorder: CassetteRecorder | None) -> CheckResult:
     """One real episode group (n=2) of `--config` through the adapter, as `vf-sglang rollout` runs it."""
     from adapter.episodes.bundled import add_env_sources
     from adapter.episodes.generations import installed
-    from adapter.rollout.job import run_rollouts
+    from adapter.rollout.job import engine_session, run_rollouts
 
     name = f"one episode group of {Path(args.config).name}"
     model = str((facts.model_info or {}).get("model_path"))
@@ -65,7 +65,8 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckRe
     )  # fmt: skip
     add_env_sources([installed().bundled_tasksets()])
     try:
-        result = await run_rollouts(settings, engine_url=args.sglang_url, tokenizer_path=args.tokenizer)
+        result = await run_rollouts(settings, engine=engine_session(settings, args.sglang_url, recorder=recorder),
+                                    tokenizer_path=args.tokenizer)
     except VfSglangError as exc:
         return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}")
     samples = [sample for group in result.groups for sample in group]
@@ -75,9 +76,9 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts) -> CheckRe
     return CheckResult(name, "pass", f"{len(result.groups)} group, {len(samples)} samples, rewards {rewards}")
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace, recorder: CassetteRecorder | None = None) -> int:
     engine = SGLangClient(args.sglang_url, timeouts=Timeouts(connect=10.0, read=args.timeout),
-                          retry=RetryPolicy(max_attempts=1))
+                          retry=RetryPolicy(max_attempts=1), wrap_transport=wrap_of(recorder))
     try:
         facts = await read_facts(engine)
         if not facts.speaks_sglang:
@@ -96,7 +97,7 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         await engine.aclose()
     if args.config:
-        results.append(await episode_check(args, facts))
+        results.append(await episode_check(args, facts, recorder))
     print(format_results(results))
     failed = [r.name for r in results if r.required and r.status == "fail"]
     print(f"FAILED: {', '.join(failed)}" if failed else "all required checks passed")
@@ -104,8 +105,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    start_recording(args)
-    return asyncio.run(run(args))
+    return asyncio.run(run(args, recorder_for(args)))
 
 
 def add_check_command(commands: Any) -> None:

@@ -40,9 +40,10 @@ from adapter.cli.help_text import DEMO_HELP, ENGINE_HELP, ROLLOUT_HELP, add_comm
 from adapter.cli.progress import GroupProgress, progress_wanted
 from adapter.cli.reference_engine import QWEN3, engine_app, tiny_model
 from adapter.cli.results import dropped_groups, format_drops, format_table, in_task_order, write_jsonl
-from adapter.cli.routing import discover, router_notes
+from adapter.cli.routing import router_notes
 from adapter.config.settings import ROUTER_POLICIES, Settings
-from adapter.engine.recording import record_option, start_recording
+from adapter.engine.recording import CassetteRecorder, record_option, recorder_for
+from adapter.engine.topology import Topology
 from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
 from adapter.episodes.generations import installed
 
@@ -113,26 +114,33 @@ def _say(args: argparse.Namespace, line: str) -> None:
         print(line, flush=True)
 
 
-async def _look_at_router(args: argparse.Namespace, settings: Settings) -> None:
-    notes = router_notes(await discover(args.sglang_url), settings)
+def _look_at_router(args: argparse.Namespace, settings: Settings, topology: Topology) -> None:
+    notes = router_notes(topology, settings)
     if notes.status:
         _say(args, notes.status)
     if notes.warning:
         logger.warning("vf-sglang: warning: %s", notes.warning)
 
 
-async def _run(args: argparse.Namespace, settings: Settings, url: str, tokenizer: str | None) -> TrainOutput:
+async def _run(args: argparse.Namespace, settings: Settings, tokenizer: str | None,
+               recorder: CassetteRecorder | None) -> TrainOutput:
     from adapter.rollout.hooks import RolloutHooks
-    from adapter.rollout.job import prepare_job, run_rollouts
+    from adapter.rollout.job import engine_session, prepare_job, run_rollouts
 
     job = prepare_job(settings)  # options and the config file before the engine is asked
-    await _look_at_router(args, settings)
-    with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
-        return await run_rollouts(job, engine_url=url, tokenizer_path=tokenizer, hooks=RolloutHooks(on_group=progress))
+    session = engine_session(settings, args.sglang_url, recorder=recorder)  # one client, each fact read once
+    try:
+        facts = await session.facts()
+        _look_at_router(args, settings, facts.topology)
+        with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
+            return await run_rollouts(job, engine=session, tokenizer_path=tokenizer,
+                                      hooks=RolloutHooks(on_group=progress))
+    finally:
+        await session.aclose()
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    start_recording(args)
+    recorder = recorder_for(args)
     flag, source = ("--tokenizer", args.tokenizer) if args.tokenizer else ("--model", args.model)
     if Path(source).expanduser().is_dir():  # a hub id is resolved (bounded) by preflight instead
         check_tokenizer_dir(Path(source).expanduser(), flag=flag)
@@ -140,19 +148,21 @@ def _rollout(args: argparse.Namespace) -> int:
     settings = _settings(args, ROLLOUT_FLAGS, verifiers_config=args.config, renderer_model_name=args.model,
                          hf_checkpoint=args.tokenizer or args.model)
     started = time.monotonic()
-    result = asyncio.run(_run(args, settings, args.sglang_url, args.tokenizer))
+    result = asyncio.run(_run(args, settings, args.tokenizer, recorder))
     return _report(args, result, time.monotonic() - started)
 
 
-async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path) -> TrainOutput:
+async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path,
+                      recorder: CassetteRecorder | None) -> TrainOutput:
     from adapter.rollout.hooks import RolloutHooks
-    from adapter.rollout.job import prepare_orchestrator, run_prepared
+    from adapter.rollout.job import engine_session, prepare_orchestrator, run_prepared
 
     served_at: list[str] = []
     progress = GroupProgress(args.groups, enabled=progress_wanted(args.quiet))
     # Everything that needs no engine first (the taskset's own rules, e.g. group rewards with
     # --n 1), so a refused combination never waits for the model to load.
-    orchestrator = prepare_orchestrator(job, engine_url=lambda: served_at[0], tokenizer_path=str(model_dir),
+    session = engine_session(job.settings, lambda: served_at[0], recorder=recorder)
+    orchestrator = prepare_orchestrator(job, engine=session, tokenizer_path=str(model_dir),
                                         hooks=RolloutHooks(on_group=progress))
     from adapter.bridge.serve import served
 
@@ -160,7 +170,7 @@ async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path) -> Tr
         served_at.append(url)
         _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
         with progress:
-            return await run_prepared(orchestrator, url)
+            return await run_prepared(orchestrator)
 
 
 def _quiet_libraries() -> None:
@@ -184,17 +194,18 @@ def _demo(args: argparse.Namespace) -> int:
         model_dir = tiny_model(progress=progress_wanted(args.quiet))
     _say(args, f"tiny Qwen3-shaped model: {model_dir}")
     add_env_sources([installed().bundled_tasksets()])
-    start_recording(args)
-    result = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir))
+    recorder = recorder_for(args)
+    result = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
     return _report(args, result, time.monotonic() - started)
 
 
 async def _engine_async(args: argparse.Namespace, model_dir: Path) -> None:
     from adapter.bridge.serve import served
+    from adapter.engine.client import SGLangClient
     from adapter.engine.probe import check_engine
 
-    async with served(engine_app(model_dir), host=args.host, port=args.port) as url:
-        await check_engine(url)
+    async with served(engine_app(model_dir), host=args.host, port=args.port) as url, SGLangClient(url) as own:
+        await check_engine(own)
         print(f"reference engine ready at {url} (model {model_dir})", flush=True)
         await asyncio.Event().wait()
 

@@ -68,7 +68,7 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
     from adapter.cli.routing import router_notes
     from adapter.config.settings import Settings
     from adapter.engine.client import SGLangClient, Timeouts
-    from adapter.engine.recording import start_recording
+    from adapter.engine.recording import recorder_for, wrap_of
 
     settings = Settings(
         rollout_max_context_len=args.max_context_len,
@@ -78,8 +78,8 @@ async def _serve_bridge_async(args: argparse.Namespace) -> int:
         session_lru_size=args.session_lru_size,
         flag_names=ROUTER_FLAG,
     )
-    start_recording(args)
-    engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout), max_in_flight=args.max_in_flight)
+    engine = SGLangClient(args.sglang_url, timeouts=Timeouts(read=args.read_timeout), max_in_flight=args.max_in_flight,
+                          wrap_transport=wrap_of(recorder_for(args)))
     try:
         # the same look at the engine address that rollout and check take: a router is described
         # (workers, the retry flag the adapter expects), one met without --router-policy warned about
@@ -239,10 +239,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VfSglangError, ServeError) as exc:  # the user can act on these
         print(f"vf-sglang: error: {exc}", file=sys.stderr)
         return 2
-    finally:
-        from adapter.engine.recording import install
-
-        install(None)  # `--record` lasts one command, also when main() is called in-process
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The CLI jobs' look at the engine address before a run: one server, or the SGLang router.
 
-Consumes the `Topology` at `--sglang-url` (`SGLangClient.discover`) and the job's `Settings`.
+Consumes the `Topology` at `--sglang-url` (read once by the run's engine session,
+`adapter.engine.session`) and the job's `Settings`.
 Emits `RouterNotes`: one status line describing the router (its workers, the retry setting the
 adapter expects) and, when a router is there but `--router-policy` was not given, a warning.
 
@@ -18,13 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapter.config.settings import Settings
-from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
 from adapter.engine.topology import Topology
 
 # The smg flag under which the adapter's per-turn attempt budget holds end to end.
 ROUTER_RETRY_FLAG = "--disable-retries"
 SMG_DEFAULT_RETRIES = 5  # smg 1.13.0's --retry-max-retries: attempts per call, the first included
-DISCOVERY_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -49,13 +48,3 @@ def router_notes(topology: Topology, settings: Settings) -> RouterNotes:
         f"router's --policy), or {flag} round_robin if scattering is intended"
     )
     return RouterNotes(status, warning)
-
-
-async def discover(url: str, *, use_miles_router: bool = False) -> Topology:
-    """The topology at `url`, asked once with a short deadline and no retries."""
-    engine = SGLangClient(url, timeouts=Timeouts(connect=DISCOVERY_TIMEOUT, read=DISCOVERY_TIMEOUT),
-                          retry=RetryPolicy(max_attempts=1), use_miles_router=use_miles_router)
-    try:
-        return await engine.discover()
-    finally:
-        await engine.aclose()

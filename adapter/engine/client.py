@@ -133,6 +133,14 @@ class Answer(NamedTuple):
     worker: str | None
 
 
+class Peeked(NamedTuple):
+    """One GET's status, content type and raw body, unjudged (`SGLangClient.peek`)."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
 @dataclass(frozen=True)
 class Routed:
     """A `/generate` output and the worker the router routed it to (None: no router said)."""
@@ -182,8 +190,6 @@ class SGLangClient:
         wrap_transport: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
-        from adapter.engine.recording import active_wrap
-
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigurationError(f"max_in_flight must be an int ≥ 1, got {max_in_flight!r}")
         self._base_url = base_url
@@ -197,13 +203,12 @@ class SGLangClient:
         self.calls = 0
         built = transport or EngineTransport(max_in_flight)
         t = self.timeouts
-        # `wrap_transport` (e.g. a cassette recorder) wraps the transport; `--record DIR` installs one.
-        wrap_transport = wrap_transport or active_wrap()
+        # `wrap_transport` (a cassette recorder's `wrap`, passed by whoever records) wraps the transport.
         self._transport = wrap_transport(built) if wrap_transport else built
         self._timeout = {"connect": min(t.connect, t.read), "read": t.read, "write": min(t.write, t.read),
                          "pool": t.read}
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._topologies: dict[str, Topology] = {}  # base URL → what discovery found there
+        self.topologies: dict[str, Topology] = {}  # base URL → what discovery found there (`topology()`)
         self._discovering = asyncio.Lock()
 
     @property
@@ -214,7 +219,15 @@ class SGLangClient:
     async def aclose(self) -> None:
         await self._transport.aclose()
 
-    async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Answer:
+    async def __aenter__(self) -> SGLangClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def _fetch(self, method: str, url: str, content: bytes | None,
+                     headers: Mapping[str, str]) -> tuple[httpx.Response, bytes]:
+        """One exchange: the response (closed) and its whole body, bounded by `max_body_bytes`."""
         request = httpx.Request(method, _parsed(url), content=content, extensions={"timeout": self._timeout}, headers={
             **headers, **({"content-type": "application/json"} if content is not None else {})})
         response = await self._transport.handle_async_request(request)
@@ -227,8 +240,28 @@ class SGLangClient:
                                       status_code=502)
         finally:
             await response.aclose()
-        parsed = _result(method, url, response, bytes(body), self.max_body_bytes)
+        return response, bytes(body)
+
+    async def _exchange(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Answer:
+        response, body = await self._fetch(method, url, content, headers)
+        parsed = _result(method, url, response, body, self.max_body_bytes)
         return Answer(parsed, response.headers.get(ROUTED_WORKER_HEADER))
+
+    async def peek(self, path: str, *, deadline: float) -> Peeked:
+        """`GET path` at the address once, within `deadline` seconds, whatever its status: what
+        preflight needs to tell "cannot reach" from "not SGLang". A failed connection or no
+        answer in time is `EngineUnavailableError`/`EngineTimeoutError`."""
+        url = f"{self.base_url}{path}"
+        try:
+            async with asyncio.timeout(deadline):
+                response, body = await self._fetch("GET", url, None, {})
+        except TimeoutError as exc:
+            raise EngineTimeoutError(f"GET {url}: no complete answer within {deadline:g}s") from exc
+        except httpx.TimeoutException as exc:
+            raise EngineTimeoutError(f"GET {url}: no answer in time ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise EngineUnavailableError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
+        return Peeked(response.status_code, response.headers.get("content-type", ""), body)
 
     async def _send_once(self, method: str, url: str, *, content: bytes | None = None,
                          headers: Mapping[str, str] | None = None) -> Answer:
@@ -301,17 +334,17 @@ class SGLangClient:
                 continue
             workers = listed_workers(body)
             if workers is not None:
-                self._topologies[base] = Topology(base, path, workers)
-                return self._topologies[base]
+                self.topologies[base] = Topology(base, path, workers)
+                return self.topologies[base]
         if settled:
-            self._topologies[base] = Topology(base)
+            self.topologies[base] = Topology(base)
         return Topology(base)
 
     async def topology(self) -> Topology:
         """`discover()`, asked once per address (the address is read per call: a trainer may
         fill it in late) and remembered: whether a router is there does not change mid-run."""
         async with self._discovering:
-            known = self._topologies.get(self.base_url)
+            known = self.topologies.get(self.base_url)
             return known if known is not None else await self.discover()
 
     async def worker_urls(self) -> list[str]:
@@ -322,7 +355,7 @@ class SGLangClient:
         """The first of `paths` the engine serves (the current name first, the older one on a
         404), read at `at` (default: the address's own fact source, a worker behind a router);
         None when the answer is not an object. Raises `EngineError` when the engine fails."""
-        source = at or (await self.discover()).fact_source
+        source = at or (await self.topology()).fact_source
 
         async def fetch(path: str) -> Any:
             try:

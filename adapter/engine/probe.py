@@ -4,7 +4,7 @@
                                HF cache snapshot, or a bounded download (one hub probe with a
                                short timeout, never a retry loop). Otherwise a
                                `ConfigurationError` naming `--tokenizer` and `HF_HUB_OFFLINE`.
-    check_engine(url)          the engine answers SGLang's `GET /model_info` (or the older
+    check_engine(client)       the engine answers SGLang's `GET /model_info` (or the older
                                `/get_model_info`, `first_served`) with a JSON object SGLang's
                                way (`speaks_sglang`): "cannot reach" (no connection) and "not
                                SGLang" (HTML, 404, another JSON) are different one-liners.
@@ -17,15 +17,18 @@ names the flag or variable to change.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from adapter.engine.transport import EngineTransport
-from adapter.errors import ConfigurationError
+from adapter.errors import ConfigurationError, EngineTimeoutError, EngineUnavailableError
+
+if TYPE_CHECKING:
+    from adapter.engine.client import SGLangClient
 
 R = TypeVar("R")
 
@@ -133,23 +136,23 @@ async def first_served(paths: Sequence[str], fetch: Callable[[str], Awaitable[R]
     return asked, answer
 
 
-async def check_engine(url: str, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> dict[str, Any]:
-    """SGLang's model info (`MODEL_INFO_PATHS`), or one line saying the engine is unreachable or
-    not SGLang."""
-    async with httpx.AsyncClient(transport=EngineTransport(1), timeout=timeout, trust_env=False) as http:
-        try:
-            asked, response = await first_served(MODEL_INFO_PATHS, lambda path: http.get(f"{url.rstrip('/')}{path}"),
-                                                 lambda answer: answer.status_code == 404)
-        except httpx.HTTPError as exc:
-            raise ConfigurationError(f"cannot reach the engine at {url}: {type(exc).__name__}: {exc}") from exc
-    kind = response.headers.get("content-type", "no content type").split(";")[0]
+async def check_engine(engine: SGLangClient, *, timeout: float = ENGINE_PROBE_TIMEOUT) -> dict[str, Any]:
+    """SGLang's model info (`MODEL_INFO_PATHS`) at the client's address, asked once per path with a
+    `timeout`-second deadline and no retry, or one line saying the engine is unreachable or not SGLang."""
+    url = engine.base_url
     try:
-        info = response.json()
+        asked, answer = await first_served(MODEL_INFO_PATHS, lambda path: engine.peek(path, deadline=timeout),
+                                           lambda peeked: peeked.status == 404)
+    except (EngineUnavailableError, EngineTimeoutError) as exc:
+        raise ConfigurationError(f"cannot reach the engine at {url}: {exc}") from exc
+    kind = answer.content_type.split(";")[0] or "no content type"
+    try:
+        info = json.loads(answer.body)
     except ValueError:
         info = None
-    if response.status_code != 200 or not speaks_sglang(info):
+    if answer.status != 200 or not speaks_sglang(info):
         raise ConfigurationError(
-            f"the server at {url} is not SGLang: GET {' then '.join(asked)} answered {response.status_code} {kind} "
+            f"the server at {url} is not SGLang: GET {' then '.join(asked)} answered {answer.status} {kind} "
             f"without {' and '.join(SGLANG_MODEL_INFO_KEYS)}: pass the SGLang server's (or its router's) URL")
     assert isinstance(info, dict)
     return info

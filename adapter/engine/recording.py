@@ -24,8 +24,9 @@ nothing else of the environment is written.
 tiny model) gets different weights on CPUs with different numerics, so a replay that compares
 numbers (not shapes) needs it.
 
-`install(recorder)` makes every `SGLangClient` built afterwards in this process record (the
-CLI's `--record DIR`); `SGLangClient(wrap_transport=recorder.wrap)` does it for one client.
+A recorder is passed, never installed: a command given `--record DIR` makes one (`recorder_for`)
+and hands it to its engine session (`adapter.engine.session.EngineSession(recorder=...)`) or
+client (`SGLangClient(wrap_transport=recorder.wrap)`); nothing in the process records otherwise.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from adapter.engine.probe import MODEL_INFO_PATHS, SERVER_INFO_PATHS, first_serv
 from adapter.errors import VfSglangError
 
 FORMAT = 1
-_ACTIVE: list[CassetteRecorder] = []
 WEIGHT_FILES = ("model.safetensors",)  # a single-file checkpoint (the tiny model); sharded ones: None
 
 
@@ -181,17 +181,6 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def install(recorder: CassetteRecorder | None) -> None:
-    """Make every `SGLangClient` built from now on record into `recorder` (None: stop)."""
-    _ACTIVE.clear()
-    if recorder is not None:
-        _ACTIVE.append(recorder)
-
-
-def active_wrap() -> Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None:
-    return _ACTIVE[0].wrap if _ACTIVE else None
-
-
 def record_option(parser: Any) -> None:
     """`--record DIR` for a subcommand."""
     parser.add_argument(
@@ -199,12 +188,19 @@ def record_option(parser: Any) -> None:
         help="write every SGLang exchange as a cassette (JSONL) under DIR, to replay without an engine")
 
 
-def start_recording(args: Any) -> CassetteRecorder | None:
-    """Install a recorder when the command was given `--record DIR`; returns it."""
+def recorder_for(args: Any) -> CassetteRecorder | None:
+    """The recorder a command given `--record DIR` passes to its engine client(s); None without it."""
     directory = getattr(args, "record", None)
     if not directory:
         return None
     recorder = CassetteRecorder(directory)
-    install(recorder)
     print(f"recording SGLang exchanges to {recorder.path}", file=sys.stderr)
     return recorder
+
+
+Wrap = Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport]
+
+
+def wrap_of(recorder: CassetteRecorder | None) -> Wrap | None:
+    """`SGLangClient(wrap_transport=...)` for `recorder` (None: no recording)."""
+    return None if recorder is None else recorder.wrap

@@ -12,25 +12,33 @@ The EnvConfig comes from `--verifiers-config` or `VERIFIERS_CONFIG`.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from adapter.config.settings import Settings
 from adapter.engine.client import router_url
+from adapter.engine.recording import CassetteRecorder
 from adapter.miles import checkpoint
 from adapter.miles.abi import abi_types, rollout_fn_base
 from adapter.rollout.hooks import miles_hooks
-from adapter.rollout.job import prepare_orchestrator
+from adapter.rollout.job import engine_session, prepare_orchestrator
 from adapter.rollout.orchestrator import Orchestrator
 from adapter.samples.conversion import flatten
 
+T = TypeVar("T")
 
-def build_orchestrator(args: Any, data_source: Any = None) -> Orchestrator:
-    """Everything the rollout function needs, checked before any episode runs. The router
-    address is read from `args` at call time (Miles fills it in after building us)."""
+
+def build_orchestrator(args: Any, data_source: Any = None, *,
+                       recorder: CassetteRecorder | None = None) -> Orchestrator:
+    """Everything the rollout function needs, checked before any episode runs, and its one engine
+    session. The router address is read from `args` at call time (Miles fills it in after
+    building us)."""
     settings = Settings.from_args(args)
     hooks = miles_hooks(args, settings, data_source=data_source)
-    return prepare_orchestrator(settings, engine_url=lambda: router_url(args), hooks=hooks)
+    engine = engine_session(settings, lambda: router_url(args), recorder=recorder)
+    return prepare_orchestrator(settings, engine=engine, hooks=hooks)
 
 
 def _eval_engine(rollout_input: Any) -> Any:
@@ -56,10 +64,15 @@ class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' Base
     then awaited with a train input (rollout_id) or an eval input. It subclasses Miles'
     `BaseRolloutFn` where the installed Miles has one (#1845), which Miles then requires."""
 
-    def __init__(self, constructor_input: Any) -> None:
+    def __init__(self, constructor_input: Any, *, recorder: CassetteRecorder | None = None) -> None:
         self.constructor_input = constructor_input  # what BaseRolloutFn.__init__ stores
         self.args = constructor_input.args
-        self.orchestrator = build_orchestrator(self.args, constructor_input.data_source)
+        self.orchestrator = build_orchestrator(self.args, constructor_input.data_source, recorder=recorder)
+
+    async def aclose(self) -> None:
+        """Close the bridges, the env's serving and the engine session the calls held open (at
+        interpreter exit too, while Miles' loop runs: `adapter.rollout.orchestrator.close_all`)."""
+        await self.orchestrator.aclose()
 
     @classmethod
     def add_arguments(cls, parser: Any) -> None:
@@ -93,15 +106,27 @@ class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' Base
 @dataclass
 class _Legacy:
     """The legacy ABI's one function: for the run whose (args, data_source) Miles passes. A call
-    with other objects (another run in this process) replaces it, so nothing accumulates, and the
-    objects themselves are held, so an id() is never mistaken for a new object's."""
+    with other objects (another run in this process) closes and replaces it, so nothing
+    accumulates, and the objects themselves are held, so an id() is never mistaken for a new
+    object's. Every call runs on one event loop of its own, in a thread that lives as long as the
+    process (as Miles runs a class's calls on its background loop): what the function holds open
+    between calls (its bridge, the env's serving, the engine's connections) stays usable."""
 
     args: Any = None
     data_source: Any = None
     function: VerifiersRolloutFn | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, call: Coroutine[Any, Any, T]) -> T:
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, name="vf-sglang legacy rollout loop", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(call, self.loop).result()
 
     def for_call(self, args: Any, data_source: Any) -> VerifiersRolloutFn:
         if self.function is None or self.args is not args or self.data_source is not data_source:
+            if self.function is not None:
+                self.run(self.function.aclose())
             constructor = abi_types()[0]
             self.args, self.data_source = args, data_source
             self.function = VerifiersRolloutFn(constructor(args=args, data_source=data_source))
@@ -113,7 +138,9 @@ _LEGACY = _Legacy()
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
     """Miles' legacy function ABI. Miles calls it from a worker thread (no running loop); one
-    `VerifiersRolloutFn` per (args, data_source) keeps the task cursor between calls."""
+    `VerifiersRolloutFn` per (args, data_source) keeps the task cursor, and what it holds open,
+    between calls, all of them run on the legacy ABI's own loop (`_Legacy.run`)."""
     _, train_input, eval_input, _, _ = abi_types()
     rollout_input = eval_input(rollout_id=rollout_id) if evaluation else train_input(rollout_id=rollout_id)
-    return asyncio.run(_LEGACY.for_call(args, data_source)(rollout_input))
+    function = _LEGACY.for_call(args, data_source)
+    return _LEGACY.run(function(rollout_input))

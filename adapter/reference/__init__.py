@@ -3,7 +3,7 @@ tiny Qwen3-shaped model it serves. It stands in for SGLang in the demo and the t
 SGLang.
 
 Owns: the engine (`server`, `generator`, `requests`, `params`, `sampling`), its errors
-(`errors`; the tiny model's `TinyModelBuildError` is in `adapter.errors`, re-exported here), the
+(`errors`, the tiny model's `TinyModelBuildError` among them, re-exported here), the
 tiny model's recipe (`tiny_model`, `tiny_train`, `tiny_plant`, `tiny_tools`, `tiny_bash`; the
 variants only the lanes build are in `e2e/tiny/`), the Qwen3 tokenizer files it uses (`assets`)
 and SGLang's own pure modules where an sglang tree is at hand (`sglang_source`: the engine then
@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from adapter.errors import TinyModelBuildError
+from adapter.reference.errors import TinyModelBuildError
 
 if TYPE_CHECKING:
     from adapter.reference.server import create_engine_app

@@ -11,6 +11,8 @@ beside its code; the product's own are in `adapter.errors`.
                                   file it should be (`adapter.reference.assets`)
     SGLangSourceError(RuntimeError)  a directory holds no sglang tree `adapter.reference.sglang_source`
                                   can read
+    TinyModelBuildError(Exception)  the tiny model (`vf-sglang demo`/`engine`, the lanes) could not be
+                                  built, or its cache is unusable (`adapter.reference.tiny_model`)
 """
 
 from __future__ import annotations
@@ -34,3 +36,7 @@ class AssetError(RuntimeError):
 
 class SGLangSourceError(RuntimeError):
     """The directory does not hold an sglang tree `adapter.reference.sglang_source` can read."""
+
+
+class TinyModelBuildError(Exception):
+    """Building, saving or reusing the cached tiny model failed (`adapter.reference.tiny_model`)."""

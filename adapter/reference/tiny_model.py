@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adapter.errors import TinyModelBuildError
+from adapter.reference.errors import TinyModelBuildError
 
 logger = logging.getLogger(__name__)
 

@@ -4,6 +4,8 @@ orchestrator, every check before the first episode.
     prepare_job           options, versions and the EnvConfig, checked once into a `Job`
     prepare_orchestrator  shared by the Miles binding (`adapter.miles.binding`) and the CLI, so both
                           refuse the same things with the same messages
+    engine_session        the run's one `EngineSession` (adapter.engine.session): one client per
+                          engine address, its facts read once
     run_rollouts          the CLI's `rollout`/`demo` job: the engine checked first (reachable,
                           SGLang, vocabulary), then one train batch
 
@@ -19,18 +21,21 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapter.config.env_config import EnvConfigFile, load_env_config
 from adapter.config.rules import EnvFacts, validate
 from adapter.config.settings import Settings
-from adapter.engine.client import RetryPolicy, SGLangClient
-from adapter.engine.probe import check_engine, check_vocab, resolve_tokenizer
+from adapter.engine.probe import check_vocab, resolve_tokenizer
+from adapter.engine.session import EngineSession
 from adapter.episodes.generations import GenerationSpec, installed
 from adapter.episodes.identity import explicit_advice, infer_identity
 from adapter.errors import ConfigurationError
 from adapter.rollout.hooks import RolloutHooks
 from adapter.rollout.orchestrator import Orchestrator, TrainOutput
+
+if TYPE_CHECKING:
+    from adapter.engine.recording import CassetteRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +67,13 @@ def prepare_job(settings: Settings) -> Job:
 def prepare_orchestrator(
     job: Job | Settings,
     *,
-    engine_url: str | Callable[[], str],
+    engine: EngineSession | str | Callable[[], str],
     hooks: RolloutHooks | None = None,
     tokenizer_path: str | None = None,
 ) -> Orchestrator:
     """The tokenizer and the taskset, checked before any episode runs (a `Settings` is first
-    prepared into a `Job`); then the orchestrator for the installed Verifiers generation."""
+    prepared into a `Job`); then the orchestrator for the installed Verifiers generation, handed
+    its engine session (an address, or a callable read per call, gets one made here)."""
     job = job if isinstance(job, Job) else prepare_job(job)
     settings = job.settings
     source = (tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
@@ -83,14 +89,20 @@ def prepare_orchestrator(
     return Orchestrator(
         settings=settings,
         backend=backend,
-        engine_url=engine_url,
+        engine=engine if isinstance(engine, EngineSession) else engine_session(settings, engine),
         model=model,
         renderer_model_name=identity,
         env_id=job.config.env_id,
         tokenizer_path=local_tokenizer,
         hooks=hooks or RolloutHooks(),
-        use_miles_router=settings.use_miles_router,
     )
+
+
+def engine_session(settings: Settings, url: str | Callable[[], str], *,
+                   recorder: CassetteRecorder | None = None) -> EngineSession:
+    """The run's one engine session: its client sized to the run's in-flight bound."""
+    return EngineSession(url, use_miles_router=settings.use_miles_router, max_in_flight=settings.max_in_flight,
+                         recorder=recorder)
 
 
 def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None) -> str | None:
@@ -118,44 +130,31 @@ def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None)
 async def run_rollouts(
     job: Job | Settings,
     *,
-    engine_url: str,
+    engine: EngineSession | str,
     tokenizer_path: str | None = None,
     hooks: RolloutHooks | None = None,
 ) -> TrainOutput:
-    """The cheap checks first (options and the config file), then the engine, then one batch."""
+    """The cheap checks first (options and the config file), then the engine, then one batch;
+    everything the batch opened is closed before returning."""
     job = job if isinstance(job, Job) else prepare_job(job)
-    info = await check_engine(engine_url)
-    orchestrator = prepare_orchestrator(job, engine_url=engine_url, tokenizer_path=tokenizer_path, hooks=hooks)
-    return await _checked_train(orchestrator, engine_url, info)
-
-
-async def run_prepared(orchestrator: Orchestrator, engine_url: str) -> TrainOutput:
-    """The engine half of a job whose orchestrator was prepared before its engine existed (the
-    demo starts its own engine only once every check that needs none has passed)."""
-    return await _checked_train(orchestrator, engine_url, await check_engine(engine_url))
-
-
-async def _checked_train(orchestrator: Orchestrator, engine_url: str, info: Mapping[str, Any]) -> TrainOutput:
-    _check_vocab(info, orchestrator)
-    await _learn_seeding(orchestrator, engine_url)
-    return await orchestrator.train(rollout_id=0)
-
-
-async def _learn_seeding(orchestrator: Orchestrator, engine_url: str) -> None:
-    """A deterministic server (its `/server_info`) gets a distinct seed per rollout, announced."""
-    if orchestrator.settings.sglang_enable_deterministic_inference:
-        return
-    engine = SGLangClient(engine_url, retry=RetryPolicy(max_attempts=1))
+    session = engine if isinstance(engine, EngineSession) else engine_session(job.settings, engine)
     try:
-        info = await engine.server_info()
+        await session.facts()  # reachable, SGLang: before the tokenizer and the taskset load
+        orchestrator = prepare_orchestrator(job, engine=session, tokenizer_path=tokenizer_path, hooks=hooks)
+        return await run_prepared(orchestrator)
     finally:
-        await engine.aclose()
-    if (info or {}).get("enable_deterministic_inference"):
-        orchestrator.server_deterministic = True
-        logger.warning(
-            "the SGLang server runs with --enable-deterministic-inference: unseeded, every rollout of a group "
-            "would sample the same tokens, so rollout i of the group at task-cursor position c is seeded "
-            "%d + c × n + i (set the base with --seed)", orchestrator.settings.rollout_seed)
+        await session.aclose()  # also when a check refused the job before its orchestrator existed
+
+
+async def run_prepared(orchestrator: Orchestrator) -> TrainOutput:
+    """The engine half of a job: its facts (read once by its session; the demo's engine starts
+    only once every check that needs none has passed), the vocabulary checked, then one batch."""
+    facts = await orchestrator.engine.facts()
+    try:
+        _check_vocab(facts.model_info, orchestrator)
+        return await orchestrator.train(rollout_id=0)
+    finally:
+        await orchestrator.aclose()
 
 
 def _check_vocab(info: Mapping[str, Any], orchestrator: Orchestrator) -> None:

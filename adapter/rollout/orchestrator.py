@@ -1,7 +1,8 @@
 """Trainer-neutral orchestration: train batches of kept groups, and eval over the taskset.
 
 Consumes `Settings`, an episode backend (a generation shim: `tasks`, `has_group_reward`,
-`serving()`, `run_group(...)`, `make_client(app, ...)`) and an engine address. Emits
+`serving()`, `connect(app, ...)`, `run_group(...)`) and an `EngineSession` (one client per engine
+address, its facts read once: adapter.engine.session). Emits
 `TrainOutput(groups, metrics)` — exactly `rollout_batch_size` groups; a group entry is a
 `Sample`, or a nested `list[Sample]` for a multi-branch trace (adapter.samples.conversion) — or
 `EvalOutput(data, metrics)` keyed by env id with aligned `rewards`/`truncated`/`samples`,
@@ -24,27 +25,35 @@ it the same way. Only `EpisodeError` (raised by the shims) drops a group; any ot
 exception is a bug and propagates at once. Too many drops in a row stop the run
 (`RolloutStalledError`, naming the last message of each drop reason). On exit, pending
 episodes are cancelled and the engine gets `abort_all`.
+
+Lifetime: the first call opens the env's serving, then the bridge app and its client (generation
+B: served on a loopback port) for its kind (train or eval) and engine; they stay open across
+calls, held by one task (`adapter.rollout.held`), until `aclose()`, or interpreter exit for an
+orchestrator whose loop still runs (`close_all`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
 import random
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adapter.bridge.handler import BridgeState, create_app
-from adapter.bridge.stats import SessionStats
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from adapter.engine.proxies import bypass_proxies_for_loopback
+from adapter.engine.session import EngineSession
 from adapter.episodes.generations import EpisodeBackend
 from adapter.errors import ConfigurationError, EpisodeError, RolloutStalledError, TrainerSampleError
+from adapter.rollout.held import HeldContexts
 from adapter.rollout.hooks import RolloutHooks, score
 from adapter.rollout.run_state import Counters, RunState, order_digest
 from adapter.samples.conversion import (
@@ -67,6 +76,9 @@ def renderer_pool_size(max_in_flight: int) -> int:
     (tokenizers release the GIL, so slots run in parallel) and `RENDERER_POOL_CAP`."""
     return max(1, min(max_in_flight, os.cpu_count() or 1, RENDERER_POOL_CAP))
 
+
+# Every orchestrator not yet garbage-collected: `close_all()` closes those still open at exit.
+_OPEN: weakref.WeakSet[Orchestrator] = weakref.WeakSet()
 
 # The drop reason of a group the dynamic filter rejected (its own reason is the detail).
 FILTERED = "dynamic_filter"
@@ -91,11 +103,11 @@ class _Counters:
     sample_index: int = 0
 
 
-@dataclass
+@dataclass(eq=False)  # identity: held in a WeakSet until closed
 class Orchestrator:
     settings: Settings
     backend: EpisodeBackend
-    engine_url: str | Callable[[], str]
+    engine: EngineSession  # built once by the job or the Miles binding: one client, facts read once
     model: str
     env_id: str
     tokenizer_path: str | None = None
@@ -103,16 +115,18 @@ class Orchestrator:
     # inferred from the tokenizer/checkpoint: `adapter.episodes.identity`); None: `settings.renderer_model_name`.
     renderer_model_name: str | None = None
     hooks: RolloutHooks = field(default_factory=RolloutHooks)
-    use_miles_router: bool = False
-    # The server samples deterministically (`/server_info`, read by the CLI jobs; under Miles its
-    # --sglang-enable-deterministic-inference is the server's own flag, so Settings says it).
-    server_deterministic: bool = False
     _cursor: int | None = None
     _order: list[int] = field(default_factory=list)
     _train: _Counters = field(default_factory=_Counters)
     _eval: _Counters = field(default_factory=_Counters)
     _rollout_ids: int = 0  # the next rollout_id: one counter for train and eval
     _bridge: BridgeState | None = None
+    # What stays open between calls, in one holder task: the env's serving, then one bridge and
+    # its client per (train|eval, engine address); other engines (a snapshot eval's router) by URL.
+    _held: HeldContexts = field(default_factory=lambda: HeldContexts("vf-sglang rollout function"))
+    _bridges: dict[tuple[str, str], tuple[Any, BridgeState]] = field(default_factory=dict)
+    _engines: dict[str, EngineSession] = field(default_factory=dict)
+    _seeding_told: bool = False
 
     @property
     def bridge(self) -> BridgeState | None:
@@ -135,24 +149,82 @@ class Orchestrator:
         self._order = list(range(len(self.backend.tasks)))
         if self.settings.rollout_shuffle:
             random.Random(self.settings.rollout_seed).shuffle(self._order)
+        _OPEN.add(self)
+
+    def _engine_for(self, engine_url: str | Callable[[], str] | None) -> EngineSession:
+        """The run's engine, or another address's own session (made once per URL)."""
+        if engine_url is None:
+            return self.engine
+        url = (engine_url() if callable(engine_url) else engine_url).rstrip("/")
+        if url == self.engine.url:
+            return self.engine
+        if url not in self._engines:
+            self._engines[url] = EngineSession(url, use_miles_router=self.settings.use_miles_router,
+                                               max_in_flight=self.settings.max_in_flight,
+                                               recorder=self.engine.recorder)
+        return self._engines[url]
+
+    async def _open(self, kind: str, settings: Settings, engine: EngineSession) -> tuple[Any, BridgeState]:
+        """The bridge and its client for `kind` calls to `engine`: opened on the first call, then
+        held (with the env's serving) until `aclose()`. A call on another event loop than the one
+        that opened them reopens them there (their connections belonged to that loop)."""
+        if not self._held.usable():
+            if self._bridges:
+                logger.warning("the rollout function is called on a new event loop: its bridge and the env's "
+                               "serving are opened again there (close it with aclose() on the loop that used it)")
+            self._bridges = {}
+            await self._held.enter(self._engines_open())  # entered first, exited last
+            await self._held.enter(self.backend.serving())
+        key = (kind, engine.url)
+        if key not in self._bridges:
+            app = create_app(settings, engine.client, model=self.model)
+            client = await self._held.enter(self.backend.connect(
+                app, tokenizer_path=self.tokenizer_path,
+                renderer_model_name=self.renderer_model_name or settings.renderer_model_name,
+                pool_size=renderer_pool_size(settings.max_in_flight)))
+            self._bridges[key] = (client, app.state.bridge)
+        client, bridge = self._bridges[key]
+        self._bridge = bridge
+        return client, bridge
+
+    @property
+    def held_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the held bridges live on (None: nothing held)."""
+        return self._held.loop
 
     @contextlib.asynccontextmanager
-    async def _session(
-        self, settings: Settings, engine_url: str | Callable[[], str] | None = None
-    ) -> AsyncIterator[tuple[Any, SGLangClient, SessionStats]]:
-        engine = SGLangClient(engine_url or self.engine_url, use_miles_router=self.use_miles_router,
-                              max_in_flight=settings.max_in_flight)
-        app = create_app(settings, engine, model=self.model)
-        self._bridge = app.state.bridge
-        client = self.backend.make_client(app, tokenizer_path=self.tokenizer_path,
-                                          renderer_model_name=self.renderer_model_name or settings.renderer_model_name,
-                                          pool_size=renderer_pool_size(settings.max_in_flight))
+    async def _engines_open(self) -> AsyncIterator[None]:
+        """The engine sessions' connections, closed with the rest of what the calls held (also
+        when their loop ends without `aclose()`: its end cancels the holder, which exits this)."""
         try:
-            async with self.backend.serving():
-                yield client, engine, app.state.bridge.stats
+            yield
         finally:
-            await client.close()
-            await engine.aclose()
+            engines, self._engines = [*self._engines.values(), self.engine], {}
+            for engine in engines:
+                await engine.aclose()
+
+    async def aclose(self) -> None:
+        """Close what the calls held open: the bridges and their clients, the env's serving, the
+        engine sessions. The rollout function is done; a later call opens everything again."""
+        try:
+            await self._held.aclose()
+        finally:
+            self._bridges = {}
+            await self.engine.aclose()  # its facts may have been read before any call held anything
+
+    def _server_deterministic(self) -> bool:
+        """The engine said (`/server_info`, when the job read its facts) that it samples
+        deterministically; under Miles its --sglang-enable-deterministic-inference says so instead."""
+        facts = self.engine.known
+        if self.settings.sglang_enable_deterministic_inference or facts is None or not facts.deterministic:
+            return False
+        if not self._seeding_told:
+            self._seeding_told = True
+            logger.warning(
+                "the SGLang server runs with --enable-deterministic-inference: unseeded, every rollout of a group "
+                "would sample the same tokens, so rollout i of the group at task-cursor position c is seeded "
+                "%d + c × n + i (set the base with --seed)", self.settings.rollout_seed)
+        return True
 
     def checkpoint(self, rollout_id: int) -> RunState:
         """What a resumed run needs after `rollout_id`'s train call (adapter.rollout.run_state)."""
@@ -191,7 +263,7 @@ class Orchestrator:
         asked for, or when the server is deterministic: a deterministic SGLang server given no
         `sampling_seed` samples every request alike, so n rollouts would be identical. A task that
         repeats in a batch or a later step therefore gets new seeds."""
-        if not (self.settings.sglang_enable_deterministic_inference or self.server_deterministic):
+        if not (self.settings.sglang_enable_deterministic_inference or self._server_deterministic()):
             return None
         return self.settings.rollout_seed + position * n
 
@@ -249,45 +321,46 @@ class Orchestrator:
         last_detail: dict[str, str] = {}  # drop reason → its most recent underlying message
         filtered: Counter[str] = Counter()
         semaphore = asyncio.Semaphore(self.settings.max_in_flight)
-        async with self._session(self.settings) as (client, engine, session_stats):
-            call = CallStats(engine=session_stats)
-            pending: set[asyncio.Task[list[Any]]] = set()
-            consecutive_drops = 0
-            try:
-                while len(kept) < target:
-                    if len(kept) + len(pending) < target:  # not enough in flight: launch a batch
-                        for _ in range(batch):
-                            task_index, position = self._next_task(rollout_id)
-                            coro = self._run(task_index, client, self.settings, semaphore, position=position)
-                            pending.add(asyncio.create_task(coro))
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    self._raise_refusal()
-                    stop: BaseException | None = None
-                    for task in done:
-                        try:
-                            outcome = await self._outcome(task, call)
-                        except Exception as exc:  # keep retrieving the others, then stop
-                            stop = stop or exc
-                            continue
-                        if outcome.kept and len(kept) < target:
-                            kept.append(outcome.samples)
-                            if self.hooks.on_group is not None:
-                                self.hooks.on_group(outcome.samples)
-                            consecutive_drops = 0
-                        elif outcome.drop_reason == FILTERED:
-                            filtered[outcome.detail] += 1
-                            consecutive_drops += 1
-                        elif not outcome.kept:
-                            reason = outcome.drop_reason or "unknown"
-                            drops[reason] += 1
-                            last_detail[reason] = outcome.detail
-                            consecutive_drops += 1
-                    if stop is not None:
-                        raise stop
-                    if consecutive_drops >= stall_limit:
-                        raise RolloutStalledError(_stall_message(consecutive_drops, drops, last_detail))
-            finally:
-                await _cancel(pending, engine)
+        client, bridge = await self._open("train", self.settings, self.engine)
+        engine, session_stats = bridge.engine, bridge.stats
+        call = CallStats(engine=session_stats)
+        pending: set[asyncio.Task[list[Any]]] = set()
+        consecutive_drops = 0
+        try:
+            while len(kept) < target:
+                if len(kept) + len(pending) < target:  # not enough in flight: launch a batch
+                    for _ in range(batch):
+                        task_index, position = self._next_task(rollout_id)
+                        coro = self._run(task_index, client, self.settings, semaphore, position=position)
+                        pending.add(asyncio.create_task(coro))
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                self._raise_refusal()
+                stop: BaseException | None = None
+                for task in done:
+                    try:
+                        outcome = await self._outcome(task, call)
+                    except Exception as exc:  # keep retrieving the others, then stop
+                        stop = stop or exc
+                        continue
+                    if outcome.kept and len(kept) < target:
+                        kept.append(outcome.samples)
+                        if self.hooks.on_group is not None:
+                            self.hooks.on_group(outcome.samples)
+                        consecutive_drops = 0
+                    elif outcome.drop_reason == FILTERED:
+                        filtered[outcome.detail] += 1
+                        consecutive_drops += 1
+                    elif not outcome.kept:
+                        reason = outcome.drop_reason or "unknown"
+                        drops[reason] += 1
+                        last_detail[reason] = outcome.detail
+                        consecutive_drops += 1
+                if stop is not None:
+                    raise stop
+                if consecutive_drops >= stall_limit:
+                    raise RolloutStalledError(_stall_message(consecutive_drops, drops, last_detail))
+        finally:
+            await _cancel(pending, engine)
         if self.hooks.sample_filter is not None:
             self.hooks.sample_filter(kept)
         if self.hooks.all_samples is not None:
@@ -310,16 +383,17 @@ class Orchestrator:
         snapshot eval's own router)."""
         settings = self.settings.for_eval()
         semaphore = asyncio.Semaphore(settings.max_in_flight)
-        async with self._session(settings, engine_url) as (client, engine, session_stats):
-            tasks = {asyncio.create_task(self._run(i, client, settings, semaphore, position=i)): i
-                     for i in range(len(self.backend.tasks))}
-            try:
-                groups = await asyncio.gather(*tasks)
-            except EpisodeError:
-                self._raise_refusal()
-                raise
-            finally:
-                await _cancel({t for t in tasks if not t.done()}, engine)
+        client, bridge = await self._open("eval", settings, self._engine_for(engine_url))
+        engine, session_stats = bridge.engine, bridge.stats
+        tasks = {asyncio.create_task(self._run(i, client, settings, semaphore, position=i)): i
+                 for i in range(len(self.backend.tasks))}
+        try:
+            groups = await asyncio.gather(*tasks)
+        except EpisodeError:
+            self._raise_refusal()
+            raise
+        finally:
+            await _cancel({t for t in tasks if not t.done()}, engine)
         self._raise_refusal()
         call = CallStats(engine=session_stats)
         pairs: list[tuple[Any, Any]] = []
@@ -357,3 +431,29 @@ async def _cancel(pending: set[asyncio.Task[Any]], engine: SGLangClient) -> None
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     await engine.abort_all()
+
+
+def close_all(timeout: float = 30.0) -> None:
+    """At interpreter exit: close every orchestrator still holding a bridge open on an event loop
+    that still runs in another thread (Miles' background loop, the legacy ABI's loop). One on a
+    finished loop cannot be reached any more; its resources end with the process."""
+    for orchestrator in list(_OPEN):
+        loop = orchestrator.held_loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            continue
+        try:
+            asyncio.run_coroutine_threadsafe(orchestrator.aclose(), loop).result(timeout)
+        except Exception as exc:  # at exit: say so, and go on closing the others
+            logger.warning("closing a rollout function at exit failed: %s: %s", type(exc).__name__, exc)
+
+
+atexit.register(close_all)
+
+
+async def close_on_this_loop() -> None:
+    """Close every orchestrator holding something open on the running loop: for a caller whose
+    loop ends before the interpreter (a test's), as `close_all` does at exit for loops that run on."""
+    loop = asyncio.get_running_loop()
+    for orchestrator in list(_OPEN):
+        if orchestrator.held_loop is loop:
+            await orchestrator.aclose()

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapter.errors import TinyModelBuildError
+from adapter.reference.errors import TinyModelBuildError
 from e2e.rl_cpu.checks import failures, thresholds
 from e2e.rl_cpu.config import REPO, RLConfig
 from e2e.rl_cpu.errors import RLCPUError

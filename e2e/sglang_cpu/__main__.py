@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from adapter.errors import TinyModelBuildError
+from adapter.reference.errors import TinyModelBuildError
 from e2e.sglang_cpu.errors import SGLangCPUError
 from e2e.sglang_cpu.lock import lock
 from e2e.sglang_cpu.paths import locked_versions

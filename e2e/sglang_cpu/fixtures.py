@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapter.errors import TinyModelBuildError
+from adapter.reference.errors import TinyModelBuildError
 from e2e.sglang_cpu.errors import SGLangCPUError
 from e2e.sglang_cpu.server import DEFAULT_VERSION, Server, serving
 

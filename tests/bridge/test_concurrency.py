@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from adapter.config.settings import Settings
+from adapter.engine.session import EngineSession
 from adapter.rollout import orchestrator as rollout
 from adapter.rollout.orchestrator import Orchestrator, renderer_pool_size
 from tests.fakes import FakeBackend
@@ -48,7 +49,8 @@ async def test_episodes_share_the_in_flight_bound_and_the_client_gets_the_pool(m
     settings = Settings(rollout_batch_size=1, n_samples_per_prompt=2, sglang_server_concurrency=3,
                         rollout_num_gpus=4, rollout_num_gpus_per_engine=2)
     backend = RecordingBackend(["ok", "ok"])
-    orch = Orchestrator(settings=settings, backend=backend, engine_url=sglang_mock.url, model="m", env_id="e")
+    orch = Orchestrator(settings=settings, backend=backend, engine=EngineSession(sglang_mock.url), model="m",
+                        env_id="e")
     await (orch.train(rollout_id=0) if mode == "train" else orch.evaluate())
     assert {s._value for s in backend.semaphores} == {6} and len({id(s) for s in backend.semaphores}) == 1
     assert backend.client_kwargs[0]["pool_size"] == 4

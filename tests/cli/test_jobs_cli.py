@@ -43,6 +43,11 @@ async def test_rollout_command_writes_verifiable_samples(tmp_path, qwen3_tokeniz
     samples = load_samples(out)
     verify(samples, expectation_for("group-v1", groups=1, n=2))
     assert json.loads(out.read_text().splitlines()[0])["status"] == "completed"
+    # one engine session: each engine fact read once, whatever the CLI's router look, preflight and
+    # seeding need of them: the model info, router discovery's two listings, the server info (this
+    # engine serves it under its older name only: asked on the 404)
+    facts = [r.path for r in engine.requests if r.method == "GET"]
+    assert facts == ["/model_info", "/workers", "/list_workers", "/server_info", "/get_server_info"]
 
 
 def test_unreachable_engine_is_one_clear_line(capsys) -> None:
@@ -81,6 +86,6 @@ async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3
                         over_sampling_batch_size=2, renderer_model_name="Qwen/Qwen3-0.6B", rollout_global_dataset=False,
                         hf_checkpoint=str(qwen3_tokenizer), flag_names=flag_names(JOB_FLAGS, ROLLOUT_FLAGS))
     async with served(asgi_app(engine)) as url:
-        result = await run_rollouts(settings, engine_url=url, tokenizer_path=str(qwen3_tokenizer),
+        result = await run_rollouts(settings, engine=url, tokenizer_path=str(qwen3_tokenizer),
                                     hooks=RolloutHooks(on_group=lambda group: seen.append(len(group))))
     assert seen == [1, 1] and len(result.groups) == 2

@@ -120,8 +120,11 @@ async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: An
                   "hf_checkpoint": str(qwen3_tokenizer), "renderer_model_name": "Qwen/Qwen3-0.6B",
                   "rollout_max_response_len": 32, "rollout_max_context_len": 1024, "rollout_global_dataset": False,
                   **settings}
-        orchestrator = prepare_orchestrator(Settings(**values), engine_url=url)
-        result = await orchestrator.train(rollout_id=0)
+        orchestrator = prepare_orchestrator(Settings(**values), engine=url)
+        try:
+            result = await orchestrator.train(rollout_id=0)
+        finally:
+            await orchestrator.aclose()
     assert engine.generate_requests(), "the engine was never called"
     return result.groups
 

@@ -79,7 +79,7 @@ async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_to
     seen: list[TraceView] = []
     async with served(asgi_app(engine)) as url:
         settings = dataclasses.replace(arith_settings(qwen3_tokenizer), rollout_min_p=0.05)
-        orchestrator = prepare_orchestrator(settings, engine_url=url)
+        orchestrator = prepare_orchestrator(settings, engine=url)
         run_group = orchestrator.backend.run_group
 
         async def spy(*args: Any, **kwargs: Any) -> list[Any]:
@@ -106,7 +106,7 @@ async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_token
                             renderer_model_name="Qwen/Qwen3-0.6B", rollout_max_response_len=16,
                             rollout_max_context_len=1024, eval_interval=1, n_samples_per_eval_prompt=1,
                             rollout_global_dataset=False)
-        result = await prepare_orchestrator(settings, engine_url=url).evaluate()
+        result = await prepare_orchestrator(settings, engine=url).evaluate()
     (data,) = result.data.values()
     assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 12
     assert data["rewards"][0] == 1.0  # "What is 3 + 4?" is task 0
@@ -133,7 +133,7 @@ async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
         settings = arith_settings(qwen3_tokenizer)
-        orchestrator = prepare_orchestrator(settings, engine_url=url)
+        orchestrator = prepare_orchestrator(settings, engine=url)
         with pytest.raises(UnsupportedFeatureError, match=r"\(trace \w+, model call 0\): NotImplementedError: "
                                                           "Video parts are not yet supported by Qwen3VLRenderer"):
             await orchestrator.train(rollout_id=0)
@@ -149,19 +149,13 @@ def test_a_sized_env_is_made_under_a_lock_of_the_serving_loop_so_a_later_loop_ca
     import asyncio
     import tomllib
 
-    from adapter.bridge.handler import create_app
-    from adapter.engine.client import SGLangClient
-
     with open(env_config("group-v1"), "rb") as handle:
         backend = GenerationB(tomllib.load(handle))
 
     async def one_call() -> None:
-        engine = SGLangClient("http://127.0.0.1:9")  # never called: no episode runs
-        backend.make_client(create_app(Settings(), engine, model="m"))
         async with backend.serving():
             first, second = await asyncio.gather(backend._sized_env(3), backend._sized_env(3))
             assert first is second  # made once, under the lock, by the first caller
-        await engine.aclose()
 
     asyncio.run(one_call())
     asyncio.run(one_call())  # a new loop: a lock left from the first would raise RuntimeError here

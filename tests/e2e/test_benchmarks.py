@@ -64,3 +64,19 @@ def test_paired_ratio_ci_brackets_the_median() -> None:
     ratio, low, high = ratio_ci([2.0, 2.2, 1.8, 2.1], [1.0, 1.0, 1.0, 1.0])
     assert low <= ratio <= high
     assert low >= 1.8 and high <= 2.2
+
+
+def test_call_setup_counts_what_each_call_opens_before_and_after_the_held_session(monkeypatch) -> None:
+    """One round at a test's size: a reopened call opens one engine pool (and, on generation B, one
+    served bridge); a call on the held session opens nothing."""
+    import os
+    import sys
+
+    from benchmarks import call_setup
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # add_env_sources edits both; restored afterwards
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    text = "\n".join(call_setup.main(["--tiny"]))
+    servers = 1 if "Generation B" in text else 0
+    assert re.search(rf"\(before\) \| [\d.]+ \| 1 pool, {servers} server \|", text), text
+    assert re.search(r"after the first\) \| [\d.]+ \| 0 pool, 0 server \|", text), text

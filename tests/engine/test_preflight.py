@@ -30,6 +30,12 @@ VF_SGLANG = str(Path(sys.executable).with_name("vf-sglang"))
 ARITH = str(Path(__file__).resolve().parents[2] / "fixtures" / "envs" / "arith-v1.toml")
 
 
+async def probe(url: str) -> dict:
+    """Preflight at `url`, through a client of its own (a run's goes through its engine session)."""
+    async with SGLangClient(url) as engine:
+        return await check_engine(engine)
+
+
 def no_hub_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     return {**env, "HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": "http://127.0.0.1:9", **extra}
@@ -86,12 +92,12 @@ async def test_json_that_is_not_sglangs_model_info_is_not_sglang_either(status, 
 
     async with served(Starlette(routes=[Route("/get_model_info", info)])) as url:
         with pytest.raises(ConfigurationError, match="is not SGLang"):
-            await check_engine(url)
+            await probe(url)
 
 
 async def test_an_sglang_engine_passes_and_reports_its_model() -> None:
     async with served(asgi_app(ScriptedEngine())) as url:
-        info = await check_engine(url)
+        info = await probe(url)
     assert info["model_path"]
 
 
@@ -112,7 +118,7 @@ def info_server(*paths: str, asked: list[str]) -> Starlette:
 async def test_model_and_server_info_are_read_under_either_name(paths, answered) -> None:
     asked: list[str] = []
     async with served(info_server(*paths, asked=asked)) as url:
-        assert (await check_engine(url))["model_path"] == "m"
+        assert (await probe(url))["model_path"] == "m"
         engine = SGLangClient(url)
         facts = await read_facts(engine)
         await engine.aclose()
@@ -172,5 +178,6 @@ async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(q
         code, err, _ = await run_cli(["rollout", "--sglang-url", url, "--config", ARITH, "--model", "Qwen/Qwen3-0.6B",
                                       "--tokenizer", str(qwen3_tokenizer)], no_hub_env(tmp_path))
     assert code == 2 and "vocabulary of 1000" in err and "--tokenizer" in err
-    # refused before the first episode: nothing asked but the router look (the worker listings)
-    assert [path for path in calls if path not in WORKER_LISTINGS] == []
+    # refused before the first episode: nothing asked but the engine's facts, each once (the
+    # worker listings, then the server info; the model info was answered above)
+    assert calls == [*WORKER_LISTINGS, "/server_info"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from adapter.cli.server_checks import probe_body
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
-from adapter.engine.recording import CassetteRecorder, install
+from adapter.engine.recording import CassetteRecorder
 from adapter.errors import EngineError
 from adapter.wire.translate import to_sglang_request
 from conformance.engine import Completion, Fault, ScriptedEngine, by_key
@@ -60,16 +61,16 @@ async def test_the_worker_a_router_named_is_recorded_with_the_routing_key(sglang
     assert exchange["response"]["headers"]["x-smg-routed-worker-id"] in {"http://w1.test:1", "http://w2.test:2"}
 
 
-async def test_install_makes_every_new_client_record(sglang_mock: ScriptedEngine, tmp_path: Path) -> None:
-    sglang_mock.script(Completion([40], [-0.5]))
+async def test_a_recorder_records_the_session_it_is_handed_to_and_no_other_client(
+        sglang_mock: ScriptedEngine, tmp_path: Path) -> None:
+    from adapter.engine.session import EngineSession
+
+    sglang_mock.script(Completion([40], [-0.5]), Completion([41], [-0.5]))
     recorder = CassetteRecorder(tmp_path, command="test")
-    install(recorder)
-    try:
-        client = SGLangClient(sglang_mock.url)
-        await client.generate(probe())
-        await client.aclose()
-    finally:
-        install(None)
+    async with EngineSession(sglang_mock.url, recorder=recorder) as session:
+        await session.client.generate(probe())
+    async with SGLangClient(sglang_mock.url) as other:  # built after, without the recorder
+        await other.generate(probe())
     assert len(load_cassette(recorder.path).exchanges) == 1
 
 
@@ -140,13 +141,17 @@ def test_every_engine_command_takes_record(argv: list[str]) -> None:
     assert build_parser().parse_args([*argv, "--record", "cassettes"]).record == "cassettes"
 
 
-def test_record_lasts_one_command_when_main_runs_in_process(tmp_path) -> None:
-    """A `--record` command leaves no recorder behind for clients built afterwards."""
+async def test_record_lasts_one_command_when_main_runs_in_process(sglang_mock: ScriptedEngine, tmp_path) -> None:
+    """A `--record` command leaves nothing recording behind: clients built afterwards do not record."""
     from adapter.cli.entry import main
-    from adapter.engine.recording import active_wrap
 
-    main(["check", "--sglang-url", "http://127.0.0.1:9", "--timeout", "1", "--record", str(tmp_path)])
-    assert active_wrap() is None
+    await asyncio.to_thread(main, ["check", "--sglang-url", sglang_mock.url, "--timeout", "1", "--record",
+                                   str(tmp_path)])
+    before = {path: path.read_bytes() for path in tmp_path.iterdir()}
+    sglang_mock.script(Completion([40], [-0.5]))
+    async with SGLangClient(sglang_mock.url) as client:
+        await client.generate(probe())
+    assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before
 
 
 def test_a_body_nested_past_the_stack_is_recorded_as_text() -> None:

@@ -19,7 +19,7 @@ OUTSIDE = {
     # the reference (demo) engine's own, beside its code
     ("reference/errors.py", "ReferenceEngineError"), ("reference/errors.py", "BadRequestError"),
     ("reference/errors.py", "ContextLengthError"), ("reference/errors.py", "AssetError"),
-    ("reference/errors.py", "SGLangSourceError"),
+    ("reference/errors.py", "SGLangSourceError"), ("reference/errors.py", "TinyModelBuildError"),
     # `vf-sglang check`'s verdicts, beside the checks
     ("cli/server_checks.py", "CheckFailed"), ("cli/server_checks.py", "CheckSkipped"),
 }

@@ -175,7 +175,7 @@ def _fresh_binding(monkeypatch) -> ModuleType:
 
 def test_miles_own_loader_accepts_the_class_and_only_a_subclass_where_it_asks(flavour, monkeypatch) -> None:
     binding = _fresh_binding(monkeypatch)
-    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source: SimpleNamespace())
+    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source, **_: SimpleNamespace())
     compatibility = importlib.import_module("miles.rollout.inference_rollout.compatibility")
     base_types = importlib.import_module("miles.rollout.base_types")
     constructor = base_types.RolloutFnConstructorInput(args=SimpleNamespace(), data_source=None)
@@ -199,7 +199,7 @@ async def test_a_train_inputs_trainer_model_id_reaches_every_sample(flavour, mon
     async def train(rollout_id: int, *, weight_version: Any = None) -> Any:
         return SimpleNamespace(groups=[samples], metrics={})
 
-    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source: SimpleNamespace(train=train))
+    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source, **_: SimpleNamespace(train=train))
     base_types = importlib.import_module("miles.rollout.base_types")
     fn = binding.VerifiersRolloutFn(base_types.RolloutFnConstructorInput(args=SimpleNamespace(), data_source=None))
     fields = base_types.RolloutFnTrainInput.__dataclass_fields__

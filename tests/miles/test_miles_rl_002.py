@@ -52,7 +52,7 @@ async def test_the_class_abi_takes_002s_inputs_without_weight_version(miles002, 
     from adapter.miles import binding
 
     orch = orchestrator(["ok", "ok"], sglang_mock)
-    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source: orch)
+    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source, **_: orch)
     constructor, train_input, _, train_output, _ = abi_types()
     fn = binding.VerifiersRolloutFn(constructor(args=SimpleNamespace(), data_source=None))
     trained = await fn(train_input(rollout_id=0))

@@ -15,6 +15,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from adapter.config.settings import Settings
+from adapter.engine.session import EngineSession
 from adapter.errors import RewardKeyError
 from adapter.miles.abi import abi_types
 from adapter.rollout.orchestrator import Orchestrator
@@ -47,12 +48,12 @@ def miles(tmp_path, monkeypatch) -> Iterator[ModuleType]:
     yield from installed_standin(tmp_path, monkeypatch)
 
 
-def orchestrator(behaviours, sglang_mock, *, meta=None, **settings) -> Orchestrator:
+def orchestrator(behaviours, sglang_mock, *, meta=None, engine=None, **settings) -> Orchestrator:
     base = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "over_sampling_batch_size": 2,
             "n_samples_per_eval_prompt": 2}
     backend = FakeBackend(list(behaviours), engine_meta=meta)
     return Orchestrator(settings=Settings(**{**base, **settings}), backend=backend,
-                        engine_url=sglang_mock.url, model="m", env_id="arith-v1")
+                        engine=engine or EngineSession(sglang_mock.url), model="m", env_id="arith-v1")
 
 
 def test_the_adapter_resolves_the_importable_miles_classes(miles) -> None:
@@ -209,9 +210,8 @@ async def test_class_abi_takes_weight_version_eval_extras_and_reads_routers_lazi
     from adapter.miles import binding
 
     args = SimpleNamespace()  # Miles fills the router address after building the rollout function
-    orch = orchestrator(["ok", "branches"], sglang_mock)
-    orch.engine_url = lambda: binding.router_url(args)
-    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source: orch)
+    orch = orchestrator(["ok", "branches"], sglang_mock, engine=EngineSession(lambda: binding.router_url(args)))
+    monkeypatch.setattr(binding, "build_orchestrator", lambda args, data_source, **_: orch)
     constructor, train_input, eval_input, train_output, eval_output = abi_types()
     fn = binding.VerifiersRolloutFn(constructor(args=args, data_source=None))
     args.sglang_router_ip, args.sglang_router_port = "10.0.0.1", 30000

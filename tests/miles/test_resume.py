@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from adapter.config.settings import Settings
+from adapter.engine.session import EngineSession
 from adapter.errors import ResumeStateError
 from adapter.miles import checkpoint
 from adapter.rollout.orchestrator import Orchestrator
@@ -46,7 +47,7 @@ def test_a_resumed_run_draws_exactly_the_tasks_and_seeds_of_an_uninterrupted_run
 
 
 def _orchestrator() -> Orchestrator:
-    return Orchestrator(settings=Settings(**SETTINGS), backend=FakeBackend(list(TASKS)), engine_url="http://e",
+    return Orchestrator(settings=Settings(**SETTINGS), backend=FakeBackend(list(TASKS)), engine=EngineSession("http://e"),
                         model="m", env_id="resume")
 
 
@@ -75,7 +76,7 @@ def test_a_missing_or_corrupt_state_is_a_typed_error_naming_the_file(tmp_path, c
 def test_a_state_from_another_taskset_or_draw_order_is_refused(tmp_path) -> None:
     checkpoint.save(_orchestrator(), Namespace(save=str(tmp_path)), 4)
     other = Orchestrator(settings=Settings(**{**SETTINGS, "rollout_seed": 7}), backend=FakeBackend(list(TASKS)),
-                         engine_url="http://e", model="m", env_id="resume")
+                         engine=EngineSession("http://e"), model="m", env_id="resume")
     with pytest.raises(ResumeStateError, match="another draw order"):
         checkpoint.load(other, Namespace(load=str(tmp_path)), 4)
 
@@ -93,7 +94,7 @@ def test_the_class_abi_saves_and_loads_through_its_orchestrator(tmp_path, monkey
 
     made = []
 
-    def build(args, data_source=None):
+    def build(args, data_source=None, **_):
         made.append(_orchestrator())
         return made[-1]
 

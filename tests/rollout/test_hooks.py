@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from adapter.config.settings import Settings
+from adapter.engine.session import EngineSession
 from adapter.errors import ConfigurationError
 from adapter.rollout.hooks import miles_hooks
 from adapter.rollout.orchestrator import Orchestrator
@@ -83,7 +84,7 @@ def build(behaviours, sglang_mock, data_source=None, **flags) -> Orchestrator:
     base = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "over_sampling_batch_size": 2}
     args = SimpleNamespace(**{**base, **flags})
     settings = Settings.from_args(args)
-    return Orchestrator(settings=settings, backend=FakeBackend(list(behaviours)), engine_url=sglang_mock.url,
+    return Orchestrator(settings=settings, backend=FakeBackend(list(behaviours)), engine=EngineSession(sglang_mock.url),
                         model="m", env_id="arith-v1", hooks=miles_hooks(args, settings, data_source=data_source))
 
 

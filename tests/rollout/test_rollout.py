@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from adapter.config.settings import Settings
+from adapter.engine.session import EngineSession
 from adapter.errors import RolloutStalledError, UnsupportedRequestError
 from adapter.rollout.orchestrator import Orchestrator, RolloutHooks
 from tests.fakes import FakeBackend
@@ -16,7 +17,7 @@ def orchestrator(behaviours, sglang_mock, **settings) -> tuple[Orchestrator, Fak
     backend = FakeBackend(list(behaviours))
     base = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "over_sampling_batch_size": 2}
     orch = Orchestrator(settings=Settings(**{**base, **settings}), backend=backend,
-                        engine_url=sglang_mock.url, model="m", env_id="arith-v1")
+                        engine=EngineSession(sglang_mock.url), model="m", env_id="arith-v1")
     return orch, backend
 
 
@@ -87,7 +88,8 @@ async def test_pending_episodes_are_cancelled_and_the_engine_aborted_on_exit(sgl
     assert len(out.groups) == 1
     aborts = [r for r in sglang_mock.requests if r.path == "/abort_request"]
     assert [a.body for a in aborts] == [{"abort_all": True}]
-    assert all(client.closed for client in backend.clients)
+    await orch.aclose()  # what the calls held open (the bridge's client, the env's serving) closes here
+    assert backend.clients and all(client.closed for client in backend.clients)
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
 
 
@@ -241,3 +243,40 @@ async def test_eval_reports_a_dropped_trace_beside_the_scored_ones_unscored(sgla
     assert len(dropped) == 1 and data["rewards"][dropped[0]] is None
     assert sum(r is not None for r in data["rewards"]) == 3
     assert out.metrics["eval/verifiers/dropped_traces"] == 1.0
+
+
+async def test_train_and_eval_calls_reuse_what_the_first_call_opened_until_aclose(sglang_mock) -> None:
+    orch, backend = orchestrator(["ok", "ok"], sglang_mock, n_samples_per_eval_prompt=1)
+    for rollout_id in range(3):
+        await orch.train(rollout_id=rollout_id)
+    await orch.evaluate()
+    await orch.evaluate()
+    assert len(backend.clients) == 2  # one bridge client for train, one for eval (its own settings)
+    assert not any(client.closed for client in backend.clients)
+    await orch.aclose()
+    assert all(client.closed for client in backend.clients)
+    await orch.train(rollout_id=3)  # a call after aclose opens again
+    assert len(backend.clients) == 3
+    await orch.aclose()
+
+
+def test_interpreter_exit_closes_a_rollout_function_whose_loop_still_runs(sglang_mock) -> None:
+    """Miles runs the class' calls on its background loop, which outlives the main thread's work:
+    at exit, `close_all` closes what each call held open, on that loop."""
+    import threading
+
+    from adapter.rollout.orchestrator import close_all
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        orch, backend = orchestrator(["ok"], sglang_mock, rollout_batch_size=1)
+        asyncio.run_coroutine_threadsafe(orch.train(rollout_id=0), loop).result(30)
+        assert orch.held_loop is loop and not backend.clients[0].closed
+        close_all()
+        assert backend.clients[0].closed and orch.held_loop is None
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

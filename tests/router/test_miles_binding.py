@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from adapter.engine.recording import CassetteRecorder, install
+from adapter.engine.recording import CassetteRecorder
 from adapter.episodes.bundled import add_env_sources
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn
@@ -37,15 +37,14 @@ async def test_the_class_abi_routes_every_turn_by_trace_through_the_router(
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     add_env_sources([ROUTER_ENVS])
     args = miles_args(tiny_model)
-    fn = VerifiersRolloutFn(RolloutFnConstructorInput(args=args, data_source=None))
+    recorder = CassetteRecorder(tmp_path / "cassettes", command="miles (router lane)")
+    fn = VerifiersRolloutFn(RolloutFnConstructorInput(args=args, data_source=None), recorder=recorder)
     host, port = router.url.removeprefix("http://").split(":")
     args.sglang_router_ip, args.sglang_router_port = host, int(port)  # filled in late, read lazily
-    recorder = CassetteRecorder(tmp_path / "cassettes", command="miles (router lane)")
-    install(recorder)
     try:
         out = await fn(RolloutFnTrainInput(rollout_id=0))
     finally:
-        install(None)
+        await fn.aclose()
     samples = [sample for group in out.samples for sample in flatten(group)]
     traces = by_key(generate_calls(tmp_path / "cassettes"))
     assert [len(group) for group in out.samples] == [2, 2]

@@ -39,6 +39,8 @@ LANES: dict[str, Lane] = {
     "fast": Lane(("fast",), (
         "unit, wire snapshots, the fault suite on both bridge doors, contract checks on the locked verifiers 0.2.0 + "
         "renderers 0.1.10 and real episodes of the bundled tasksets on a scripted engine (the README's test command)",
+        "a rollout function over 20 Miles train calls (generation A): one engine pool, one bridge client, flat RSS, "
+        "file descriptors, threads and child processes",
         "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
         "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
     ), PYTHON + PINS + ("adapter/*",),
@@ -77,6 +79,8 @@ LANES: dict[str, Lane] = {
                  '`adapter/reference/`')),
     "matrix": Lane(MATRIX, (
         "the contract suite and one real episode group inside each supported published verifiers/renderers pair",
+        "contract-vf040: a rollout function over 20 Miles train calls on generation B: one engine pool, one served "
+        "bridge, flat RSS, file descriptors, threads and child processes",
     ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS),
         summary='the contract suite and one real episode group inside each supported verifiers/renderers pair',
         harness='`requirements-contract.txt`, `pins/`'),

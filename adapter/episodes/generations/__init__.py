@@ -5,7 +5,7 @@
 
 `GenerationSpec` holds what is known without importing Verifiers: the config shape, the
 bundled fixtures and where the episode runner lives. `EpisodeBackend` is the Protocol every
-runner implements (tasks, group rewards, serving, the client, a group of n rollouts).
+runner implements (tasks, group rewards, serving, the bridge client, a group of n rollouts).
 `installed()` picks the spec from `adapter.versions.gate.require_supported()`.
 `unsupported_feature` is the one refusal both shims raise when Verifiers' TrainClient or
 Renderers raised `NotImplementedError` (A catches it in process, B reads the type Verifiers
@@ -43,10 +43,15 @@ class EpisodeBackend(Protocol):
     @property
     def has_group_reward(self) -> bool: ...
 
-    def serving(self) -> AbstractAsyncContextManager[Any]: ...
+    def serving(self) -> AbstractAsyncContextManager[Any]:
+        """The environment's own resources (interception pool, shared tool servers), for the run."""
+        ...
 
-    def make_client(self, app: Any, *, tokenizer_path: str | None = None,
-                    renderer_model_name: str | None = None, pool_size: int = 1) -> Any: ...
+    def connect(self, app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
+                pool_size: int = 1) -> AbstractAsyncContextManager[Any]:
+        """The client episodes call the bridge `app` through (A: in process; B: served on loopback),
+        open until the context exits."""
+        ...
 
     async def run_group(self, task_index: int, *, n: int, client: Any, model: str, settings: Settings,
                         seed_base: int | None, semaphore: asyncio.Semaphore) -> list[Any]:

@@ -22,10 +22,11 @@ first, offline from uv's cache where it can: `ready_harness_program`), its tasks
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from openai import APIStatusError, AsyncOpenAI
@@ -272,15 +273,19 @@ class GenerationA:
         return self.env.serving()
 
     @staticmethod
-    def make_client(
+    @contextlib.asynccontextmanager
+    async def connect(
         app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
         pool_size: int = 1,
-    ) -> BridgeTrainClient:
-        """Generation A builds the TrainClient itself: the bridge in-process."""
+    ) -> AsyncIterator[BridgeTrainClient]:
+        """Generation A builds the TrainClient itself: the bridge in-process, closed on exit."""
         client = make_train_client(app, tokenizer_path=tokenizer_path, renderer_model_name=renderer_model_name,
                                    pool_size=pool_size)
         client.bridge = app.state.bridge
-        return client
+        try:
+            yield client
+        finally:
+            await client.close()
 
     async def run_group(
         self,

@@ -3,8 +3,9 @@
 Differences from generation A that this shim absorbs, so everything else stays
 generation-neutral:
   * the TrainClient is built inside Verifiers from `TrainClientConfig(base_url=...)`, so the
-    bridge is served on a loopback port for the rollout function's lifetime (`serving()`);
-    `make_client` returns a `BridgeEndpoint` handle, not a client;
+    bridge is served on a loopback port (`connect` yields a `BridgeEndpoint` handle, not a
+    client); the orchestrator holds it, and `env.serving()`, open for the rollout function's
+    lifetime (`adapter.rollout.orchestrator`);
   * a local tokenizer keeps its registered renderer identity through a typed renderer config
     (`RendererConfig(name=<renderer of the identity>)`), no hub needed;
   * a group is the n slots of one task (`env.slots`/`run_slot`), each with its own seeded
@@ -153,26 +154,29 @@ class GenerationB:
         self.in_episode_n = getattr(self.env.config, "n", None)
         overrides_finalize = type(self.env).finalize is not vf.Env.finalize
         self.has_group_reward = overrides_finalize and self.in_episode_n is not None
-        self._endpoint: BridgeEndpoint | None = None
         self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), served
         self._stack: contextlib.AsyncExitStack | None = None
         # made inside serving(), on the loop that serves: a lock made here would outlive its loop
         # (the legacy Miles ABI runs each call in a new `asyncio.run`) and refuse the next one
         self._lock: asyncio.Lock | None = None
 
-    def make_client(self, app: Any, *, tokenizer_path: str | None = None,
-                    renderer_model_name: str | None = None, pool_size: int = 1) -> BridgeEndpoint:
+    @contextlib.asynccontextmanager
+    async def connect(self, app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
+                      pool_size: int = 1) -> AsyncIterator[BridgeEndpoint]:
+        """The bridge `app` served on a loopback port until the context exits."""
         name, renderer = renderer_for(tokenizer_path, renderer_model_name)
         import_tokenizer_classes()  # Verifiers' renderer pool builds on threads: no racing first import
-        self._endpoint = BridgeEndpoint(app, name, renderer, pool_size=pool_size)
-        return self._endpoint
+        endpoint = BridgeEndpoint(app, name, renderer, pool_size=pool_size)
+        async with served(app) as url:
+            endpoint.url = url
+            try:
+                yield endpoint
+            finally:
+                await endpoint.close()
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
-        if self._endpoint is None:
-            raise ConfigurationError("make_client(app) must come before serving()")
-        async with served(self._endpoint.app) as url, contextlib.AsyncExitStack() as stack:
-            self._endpoint.url = url
+        async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(self.env.serving())
             self._stack, self._sized, self._lock = stack, {}, asyncio.Lock()
             try:

@@ -1,0 +1,49 @@
+"""One engine session per rollout function: one client per address, each engine fact read once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from adapter.engine.session import EngineSession
+from conformance.engine import Completion, ScriptedEngine
+
+
+def gets(engine: ScriptedEngine) -> list[str]:
+    return [r.path for r in engine.requests if r.method == "GET"]
+
+
+async def test_the_facts_are_read_once_however_often_they_are_asked(sglang_mock: ScriptedEngine) -> None:
+    sglang_mock.server_info = {"enable_deterministic_inference": True, "version": "0.5.23"}
+    async with EngineSession(sglang_mock.url) as session:
+        assert session.known is None
+        facts = await asyncio.gather(*(session.facts() for _ in range(3)))
+        again = await session.facts()
+    assert all(f is again for f in facts) and session.known is again
+    assert again.deterministic and not again.topology.is_router
+    assert gets(sglang_mock) == ["/model_info", "/workers", "/list_workers", "/server_info"]
+
+
+def test_a_call_on_a_new_event_loop_gets_a_new_client_and_keeps_the_facts(sglang_mock: ScriptedEngine) -> None:
+    session = EngineSession(sglang_mock.url)
+    sglang_mock.script(Completion([40], [-0.5]), Completion([41], [-0.5]))
+
+    async def call() -> object:
+        from adapter.cli.server_checks import check_generate
+
+        await session.facts()
+        await check_generate(session.client)
+        return session.client
+
+    first = asyncio.run(call())
+    second = asyncio.run(call())  # the first loop's connections died with it
+    asyncio.run(session.aclose())
+    assert first is not second
+    assert gets(sglang_mock).count("/model_info") == 1
+
+
+async def test_a_closed_session_opens_a_new_client_on_its_next_call(sglang_mock: ScriptedEngine) -> None:
+    session = EngineSession(sglang_mock.url)
+    before = session.client
+    await session.aclose()
+    assert session.client is not before
+    await session.aclose()

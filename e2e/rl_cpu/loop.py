@@ -159,12 +159,17 @@ def _run_control(config: RLConfig, server: Any, progress: Any) -> list[StepRecor
 
 
 async def _steps(loop: Loop, count: int | list[int], progress: Any) -> list[StepRecord]:
+    """The steps on one rollout function (its bridge and engine session held across them), closed
+    at the end, on this loop."""
     steps: list[StepRecord] = []
-    for k in range(count) if isinstance(count, int) else count:
-        record = await loop.step(k)
-        steps.append(record)
-        progress(f"step {k}: reward {record.reward_mean:.3f} ± {record.reward_std:.3f}, "
-                 f"KL {record.mismatch_kl:.2e}, {record.tokens} tokens, {record.seconds:.1f} s")
+    try:
+        for k in range(count) if isinstance(count, int) else count:
+            record = await loop.step(k)
+            steps.append(record)
+            progress(f"step {k}: reward {record.reward_mean:.3f} ± {record.reward_std:.3f}, "
+                     f"KL {record.mismatch_kl:.2e}, {record.tokens} tokens, {record.seconds:.1f} s")
+    finally:
+        await loop.rollout.aclose()
     return steps
 
 

@@ -66,7 +66,8 @@ class HeldContexts:
         return answer.result()
 
     async def aclose(self) -> None:
-        """Exit every held context (last first). A no-op when nothing is open on this loop."""
+        """Exit every held context (last first), on the loop that holds them (`loop`); a no-op when
+        nothing is held."""
         task, queue = self._task, self._queue
         self._task = self._queue = self._loop = None
         if task is None or queue is None or task.done():

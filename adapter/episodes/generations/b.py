@@ -156,8 +156,8 @@ class GenerationB:
         self.has_group_reward = overrides_finalize and self.in_episode_n is not None
         self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), served
         self._stack: contextlib.AsyncExitStack | None = None
-        # made inside serving(), on the loop that serves: a lock made here would outlive its loop
-        # (the legacy Miles ABI runs each call in a new `asyncio.run`) and refuse the next one
+        # made inside serving(), on the loop that serves: a lock made here would bind to the first
+        # loop that contends for it and refuse a serving() opened on another one later
         self._lock: asyncio.Lock | None = None
 
     @contextlib.asynccontextmanager

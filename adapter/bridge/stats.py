@@ -112,6 +112,7 @@ class SessionStats:
     def __init__(self, max_size: int = 10_000) -> None:
         self._by_session: BoundedLRU[str, RolloutStats] = BoundedLRU(max_size, what="session stats")
         self.max_size = max_size
+        self.aborted = 0  # requests the engine answered as aborted, over the bridge's life
 
     def __len__(self) -> int:
         return len(self._by_session)
@@ -124,6 +125,7 @@ class SessionStats:
 
     def record_abort(self, session_id: str | None) -> None:
         """The engine aborted this session's request (there is no valid output to fold in)."""
+        self.aborted += 1
         if session_id:
             self._by_session.touch(session_id, RolloutStats).last_finish = "abort"
 

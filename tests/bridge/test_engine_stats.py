@@ -113,6 +113,7 @@ async def test_the_bridge_records_an_engine_abort_for_the_status(sglang_mock) ->
     await engine.aclose()
     recorded = app.state.bridge.stats.get("t")
     assert (statuses, recorded.calls, recorded.last_finish) == ([200, 410], 1, "abort")
+    assert app.state.bridge.stats.aborted == 1  # the one abort, counted for the bridge's whole life
 
 
 def test_stats_fill_weight_versions_everywhere_and_counters_on_the_main_branch() -> None:

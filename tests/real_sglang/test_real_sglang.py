@@ -85,28 +85,33 @@ def test_the_same_seed_gives_the_same_samples_twice(real_sglang, tmp_path: Path)
 
 
 async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_ends(real_sglang) -> None:
-    # min_new_tokens keeps every answer ~1 s long (the tiny model would stop after a few tokens),
-    # so the aborts land on requests in flight; after the last abort the run must still finish.
     # The lane beside this one runs this test on its own server: one at a time (e2e.common.exclusive).
     with machine_turn("real-sglang-long-decode", wait_s=600):
         await _abort_all_during_a_run(real_sglang)
 
 
 async def _abort_all_during_a_run(real_sglang: Any) -> None:
-    settings = _settings(real_sglang, rollout_max_response_len=620, rollout_min_new_tokens=600,
+    # min_new_tokens keeps each answer in flight for 160 decode steps (seconds on 2 cores, longer
+    # under load), so an abort sent every 0.25 s lands on one; the aborting stops at the event (the
+    # bridge saw the engine answer `abort`), not after a guessed delay. The replacement groups then
+    # decode their 160 tokens each and the run must still finish.
+    settings = _settings(real_sglang, rollout_max_response_len=180, rollout_min_new_tokens=160,
                          rollout_batch_size=2, n_samples_per_prompt=2)
     orchestrator = prepare_orchestrator(settings, engine=real_sglang.url)
     run = asyncio.ensure_future(orchestrator.train(rollout_id=0))
     async with asyncio.timeout(240):  # the episodes' harness starts first; then the bridge sees a session
         while not run.done() and not (orchestrator.bridge is not None and len(orchestrator.bridge.sessions)):
             await asyncio.sleep(0.1)
-    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
-        for _ in range(3):  # each answer takes seconds: these land on requests in flight
-            await asyncio.sleep(0.3)
+    bridge = orchestrator.bridge
+    assert bridge is not None and not run.done(), "the run ended before any episode reached the bridge"
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http, asyncio.timeout(120):
+        while not bridge.stats.aborted and not run.done():
             response = await http.post(f"{real_sglang.url}/abort_request", json={"abort_all": True})
             assert response.status_code == 200
-    # The run ending is the event; this bound only stops a hung one. Alone (the twin test waits its
-    # turn) the test takes ~60 s on 2 cores, 88 s beside another lane's lighter step: 300 s is 3x that.
+            await asyncio.sleep(0.25)
+    assert bridge.stats.aborted, "the run ended before an abort landed on a request in flight"
+    # The run ending is the event; this bound only stops a hung one: the call took 22 s alone on 2
+    # cores and 100 s beside a CPU hog on both (SGLang 0.5.23); 300 s is 3x that.
     result = await asyncio.wait_for(run, timeout=300)
     drops = {key: value for key, value in result.metrics.items() if key.startswith("rollout/drop/")}
     assert drops and all(value > 0 for value in drops.values()), result.metrics

@@ -10,6 +10,7 @@
     session.known             those facts when they were read, else None (Miles' path never reads
                               them: its flags say what the CLI learns from `/server_info`)
     await session.aclose()    the client's connections closed (a later call opens new ones)
+    session.sibling(url)      a session of its own for another address, sized and recorded alike
 
 Facts are read once per session: the model info asks `/model_info` (then the older name on a
 404), discovery asks each worker listing once, the server info `/server_info` once. A cassette
@@ -61,13 +62,19 @@ class EngineSession:
         recorder: CassetteRecorder | None = None,
     ) -> None:
         self.recorder = recorder
+        self._sibling = functools.partial(EngineSession, use_miles_router=use_miles_router,
+                                          max_in_flight=max_in_flight, timeouts=timeouts, recorder=recorder)
         self._build = functools.partial(SGLangClient, url, timeouts=timeouts, use_miles_router=use_miles_router,
-                                        max_in_flight=max_in_flight,
-                                        wrap_transport=wrap_of(recorder))
+                                        max_in_flight=max_in_flight, wrap_transport=wrap_of(recorder))
         self._client = self._build()
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the client's connections live on
         self._facts: EngineFacts | None = None
         self._reading: asyncio.Lock | None = None
+
+    def sibling(self, url: str) -> EngineSession:
+        """A session of its own for another address, sized and recorded like this one (a snapshot
+        eval's other router)."""
+        return self._sibling(url)
 
     @property
     def client(self) -> SGLangClient:

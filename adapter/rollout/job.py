@@ -137,13 +137,18 @@ async def run_rollouts(
     """The cheap checks first (options and the config file), then the engine, then one batch;
     everything the batch opened is closed before returning."""
     job = job if isinstance(job, Job) else prepare_job(job)
+    built = not isinstance(engine, EngineSession)
     session = engine if isinstance(engine, EngineSession) else engine_session(job.settings, engine)
     try:
         await session.facts()  # reachable, SGLang: before the tokenizer and the taskset load
         orchestrator = prepare_orchestrator(job, engine=session, tokenizer_path=tokenizer_path, hooks=hooks)
         return await run_prepared(orchestrator)
     finally:
-        await session.aclose()  # also when a check refused the job before its orchestrator existed
+        # The orchestrator closes its sessions' connections itself (run_prepared); a session built
+        # here is closed here too, for a check that refused the job before the orchestrator existed.
+        # A session handed in is its builder's.
+        if built:
+            await session.aclose()
 
 
 async def run_prepared(orchestrator: Orchestrator) -> TrainOutput:

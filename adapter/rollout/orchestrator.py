@@ -159,9 +159,7 @@ class Orchestrator:
         if url == self.engine.url:
             return self.engine
         if url not in self._engines:
-            self._engines[url] = EngineSession(url, use_miles_router=self.settings.use_miles_router,
-                                               max_in_flight=self.settings.max_in_flight,
-                                               recorder=self.engine.recorder)
+            self._engines[url] = self.engine.sibling(url)
         return self._engines[url]
 
     async def _open(self, kind: str, settings: Settings, engine: EngineSession) -> tuple[Any, BridgeState]:

@@ -47,3 +47,19 @@ async def test_a_closed_session_opens_a_new_client_on_its_next_call(sglang_mock:
     await session.aclose()
     assert session.client is not before
     await session.aclose()
+
+
+async def test_a_sibling_session_for_another_address_is_sized_and_recorded_like_its_origin(tmp_path) -> None:
+    from adapter.engine.client import Timeouts
+    from adapter.engine.recording import CassetteRecorder
+
+    recorder = CassetteRecorder(tmp_path / "cassettes")
+    origin = EngineSession("http://127.0.0.1:1", use_miles_router=True, max_in_flight=7,
+                           timeouts=Timeouts(read=3.0), recorder=recorder)
+    other = origin.sibling("http://127.0.0.1:2")
+    built = other.client
+    assert (other.url, other.recorder) == ("http://127.0.0.1:2", recorder)
+    assert (built.use_miles_router, built.max_in_flight, built.timeouts.read) == (True, 7, 3.0)
+    assert built is not origin.client
+    await origin.aclose()
+    await other.aclose()

@@ -30,6 +30,7 @@ from tools.ci.stress import Load, StressRun
 from tools.ci.stress_doc import BEGIN, END, carry, merge, row, rows, run_table
 
 WHEN = datetime(2026, 12, 6, tzinfo=UTC)
+FRESH: dict[str, bool] = {}  # lane → whether its last fake tox call was asked to build its envs anew
 
 
 def _lane_exits(counter: Path, failing_run: int | None = None) -> str:
@@ -64,7 +65,12 @@ def hogs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def _fake_lanes(monkeypatch: pytest.MonkeyPatch, programs: dict[str, str]) -> None:
-    monkeypatch.setattr(runner, "tox_argv", lambda lane: [sys.executable, "-c", programs.get(lane, "print(1)")])
+    def argv(lane: str, *, fresh: bool = False) -> list[str]:
+        FRESH[lane] = fresh
+        return [sys.executable, "-c", programs.get(lane, "print(1)")]
+
+    FRESH.clear()
+    monkeypatch.setattr(runner, "tox_argv", argv)
 
 
 def _alive(pid: int) -> bool:
@@ -91,6 +97,7 @@ def test_every_run_is_made_and_all_passing_exits_0(tmp_path: Path, monkeypatch: 
     _fake_lanes(monkeypatch, {"fast": _lane_exits(tmp_path / "count")})
     assert main(["stress", "fast", "--logs", str(tmp_path / "logs")]) == 0
     assert (tmp_path / "count").read_text() == "3"
+    assert FRESH == {"fast": True}  # every run builds the lane's env anew (tox -r), as CI's clean checkout does
     printed = capsys.readouterr().out
     assert "fast: 3/3 runs passed" in printed and "===== fast: run 3 of 3, beside hog ×" in printed
     assert (tmp_path / "logs" / "run-2" / "fast.log").read_text() == "run 2\n"
@@ -131,7 +138,7 @@ def test_the_hog_is_killed_when_the_run_is_interrupted(tmp_path: Path, monkeypat
                                                        hogs: Path) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
 
-    def interrupted(lane: str, logs: Path, *, stream: object) -> Result:
+    def interrupted(lane: str, logs: Path, *, stream: object, fresh: bool) -> Result:
         subprocess.run([sys.executable, "-c", _waits_for_hogs(hogs, 2, 0)], check=True, capture_output=True)
         raise KeyboardInterrupt
 
@@ -182,6 +189,7 @@ def test_pair_runs_the_lane_beside_its_ci_partners_at_once(tmp_path: Path, monke
     runs = stress.stress("canary", runs=2, against="pair", logs=tmp_path / "logs", stream=out)
     assert [run.result.status for run in runs] == ["passed", "passed"]
     assert [[(r.lane, r.status) for r in run.beside] for run in runs] == [[("matrix", "passed")]] * 2
+    assert FRESH == {"canary": True, "matrix": True}
     assert runs[0].load.label == "pair: matrix" and "----- matrix (run beside canary) -----" in out.getvalue()
 
 

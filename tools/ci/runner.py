@@ -42,17 +42,19 @@ class Result:
         return self.status == "passed"
 
 
-def tox_argv(lane: str) -> list[str]:
+def tox_argv(lane: str, *, fresh: bool = False) -> list[str]:
+    """The lane's tox call; `fresh`: its envs built anew (`-r`), as on CI's clean checkout."""
     uvx = shutil.which("uvx") or "uvx"
-    return [uvx, "--with", "tox-uv", "tox", "-e", ",".join(LANES[lane].envs)]
+    return [uvx, "--with", "tox-uv", "tox", *(("-r",) if fresh else ()), "-e", ",".join(LANES[lane].envs)]
 
 
-def run_lane(lane: str, logs: Path, *, stream: TextIO | None) -> Result:
+def run_lane(lane: str, logs: Path, *, stream: TextIO | None, fresh: bool = False) -> Result:
     """One lane's tox call; its output to `logs/<lane>.log` (and to `stream`, live)."""
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{lane}.log"
     started = time.monotonic()
-    with log.open("w") as out, subprocess.Popen(tox_argv(lane), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    argv = tox_argv(lane, fresh=fresh)
+    with log.open("w") as out, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, text=True, bufsize=1) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -66,19 +68,20 @@ def run_lane(lane: str, logs: Path, *, stream: TextIO | None) -> Result:
                   cpu_seconds=usage.ru_utime + usage.ru_stime)
 
 
-def _track(lanes: Sequence[str], logs: Path, stream: TextIO | None, into: list[Result]) -> None:
+def _track(lanes: Sequence[str], logs: Path, stream: TextIO | None, into: list[Result], fresh: bool) -> None:
     for lane in lanes:
-        result = run_lane(lane, logs, stream=stream)
+        result = run_lane(lane, logs, stream=stream, fresh=fresh)
         into.append(result)
         if not result.ok:  # the rest of this track would only pile failures on the first
             into.extend(Result(rest, 0.0, "not run", None) for rest in lanes[lanes.index(lane) + 1:])
             return
 
 
-def run_stage(tracks: Sequence[Sequence[str]], logs: Path, *, stream: TextIO = sys.stdout) -> list[Result]:
+def run_stage(tracks: Sequence[Sequence[str]], logs: Path, *, stream: TextIO = sys.stdout,
+              fresh: bool = False) -> list[Result]:
     """The tracks side by side; the first streams, the others' logs are printed after."""
     results: list[list[Result]] = [[] for _ in tracks]
-    threads = [threading.Thread(target=_track, args=(track, logs, stream if i == 0 else None, results[i]))
+    threads = [threading.Thread(target=_track, args=(track, logs, stream if i == 0 else None, results[i], fresh))
                for i, track in enumerate(tracks)]
     for thread in threads:
         thread.start()

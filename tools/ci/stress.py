@@ -11,6 +11,8 @@ so a lane that passes only on an idle machine fails here, not in CI by luck.
 Each run is the runner's own: `run_lane` (the lane's tox call, timed, logged to
 `logs/run-K/<lane>.log`) inside the hog, or `run_stage` with the lane's track first and its CI
 partners' tracks beside it. Only the stressed lane's runs count; the partners' results are shown.
+Every run builds its lanes' envs anew (`tox -r`), as CI's clean checkout does, so a row measures
+what CI runs (an env's first imports included), never a developer's warm one.
 """
 
 from __future__ import annotations
@@ -84,10 +86,10 @@ def load_for(lane: str, against: Against) -> Load:
 def run_once(lane: str, load: Load, logs: Path, *, stream: TextIO) -> StressRun:
     """One run of the lane beside its load (the lane's output streams; a partner's is printed after)."""
     if load.against == "pair":
-        results = run_stage([(lane,), *load.beside], logs, stream=stream)
+        results = run_stage([(lane,), *load.beside], logs, stream=stream, fresh=True)
         return StressRun(load, results[0], tuple(results[1:]))
     with hog(load.hogs):
-        return StressRun(load, run_lane(lane, logs, stream=stream))
+        return StressRun(load, run_lane(lane, logs, stream=stream, fresh=True))
 
 
 def stress(lane: str, *, runs: int = 3, against: Against = "hog", logs: Path,

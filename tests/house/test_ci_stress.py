@@ -269,6 +269,27 @@ def test_stress_write_keeps_what_ci_run_wrote(tmp_path: Path, monkeypatch: pytes
     assert cells[3].isdigit() and cells[4] in days
 
 
+def test_a_pair_run_writes_a_row_for_each_partner_beside_the_stressed_lane(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stage 1 stressed from the fast lane: its partner track (lint + lane-isolation + wheel +
+    sglang-schema) ran beside it each time, so each partner gets its own row; the wheel fails its
+    second run, so sglang-schema after it is not run then, and not counted."""
+    counter = tmp_path / "wheel-count"
+    _fake_lanes(monkeypatch, {"wheel": _lane_exits(counter, failing_run=2)})
+    doc = tmp_path / "ci.md"
+    code = main(["stress", "fast", "--against", "pair", "--runs", "2", "--write", str(doc),
+                 "--logs", str(tmp_path / "logs")])
+    assert code == 1  # a partner's failed run fails the stress run too
+    table = rows(doc.read_text())
+    assert list(table) == ["fast", "lint", "lane-isolation", "wheel", "sglang-schema"]
+    cells = {lane: [cell.strip() for cell in line.split("|")[1:-1]] for lane, line in table.items()}
+    assert cells["fast"][1:3] == ["pair: lint + lane-isolation + wheel + sglang-schema", "2/2"]
+    assert cells["lint"][1:3] == ["pair: fast", "2/2"]
+    assert cells["wheel"][1:3] == ["pair: fast", "1/2"] and cells["wheel"][3].endswith("(failed)")
+    assert cells["sglang-schema"][1:3] == ["pair: fast", "1/1"]
+    assert "wheel: 1/2 runs passed" in capsys.readouterr().out
+
+
 def test_runs_must_be_one_or_more(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["stress", "fast", "--runs", "0", "--logs", str(tmp_path)])

@@ -5,9 +5,9 @@ The session's own server (`sglang_cpu_server`) is given the tiny model's default
 (`e2e.tiny.variants.default_harness`: the same architecture, trained to call bash under that harness's
 prompt) with `/update_weights_from_disk`, and the recipe's own weights back afterwards: no server
 is started for this test. Generation A (verifiers 0.2.0, `[harness] id = "default"`, subprocess
-runtime). Opt-in: VF_SGLANG_CPU=1 (the sglang-cpu lanes); on the main SGLang version's lane only
-(the harness and its engine calls are the same on 0.5.16, whose lane runs the null harness's tool
-episodes).
+runtime). Opt-in: VF_SGLANG_CPU=1 (the sglang-cpu lanes); on the lane of SGLang 0.5.16 (Miles' image
+pin) only: the harness and its engine calls are the same on 0.5.23, whose lane runs the null
+harness's tool episodes, and CI runs the 0.5.16 lane beside it with less to do.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import pytest
 
 from adapter.cli import main
 from adapter.reference.tiny_model import RECIPE, build_tiny_model
+from adapter.versions.coinstall import MILES_SGLANG
 from e2e.judges.turns import load_exchanges, runs_of, turn_report
 from e2e.rl_cpu.sync import load_weights
-from e2e.sglang_cpu.server import DEFAULT_VERSION
 from e2e.tiny.variants import default_harness
 
 pytestmark = pytest.mark.sglang_cpu
@@ -37,8 +37,8 @@ BASH_CALL = re.compile(r'<tool_call>\s*(\{.*\})\s*</tool_call>', re.DOTALL)
 def harness_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[tuple[list[dict[str, Any]], Path, Any]]:
     server = request.getfixturevalue("sglang_cpu_server")
-    if server.version != DEFAULT_VERSION:
-        pytest.skip(f"run on SGLang {DEFAULT_VERSION}'s lane (tox -e sglang-cpu), not {server.version}'s")
+    if server.version != MILES_SGLANG:
+        pytest.skip(f"run on SGLang {MILES_SGLANG}'s lane (tox -e sglang-cpu-0516), not {server.version}'s")
     variant = build_tiny_model(progress=False, recipe=default_harness(RECIPE))
     run = tmp_path_factory.mktemp("default-harness")
     out, record = run / "samples.jsonl", run / "cassette"

@@ -15,7 +15,7 @@ from tools.ci.affected import REPO, affected, changed_paths
 from tools.ci.lanes import LANES, STAGES
 from tools.ci.report import document, table
 from tools.ci.runner import machine, run_lanes, run_stages
-from tools.ci.stress import AGAINST, stress
+from tools.ci.stress import AGAINST, partner_runs, stress
 from tools.ci.stress_doc import merge, row, run_table
 
 
@@ -27,11 +27,14 @@ def _runs(text: str) -> int:
 
 def _stress(args: argparse.Namespace) -> int:
     runs = stress(args.lane, runs=args.runs, against=args.against, logs=args.logs)
-    print("\n" + run_table(args.lane, runs))
+    by_lane = {args.lane: runs, **partner_runs(args.lane, runs)}  # pair: the partners' rows too
+    print("\n" + "\n\n".join(run_table(lane, done) for lane, done in by_lane.items()))
     if args.write is not None:
-        previous = args.write.read_text() if args.write.is_file() else None
-        args.write.write_text(merge(previous, row(args.lane, runs, datetime.now(UTC))))
-    return 0 if all(run.result.ok for run in runs) else 1
+        doc = args.write.read_text() if args.write.is_file() else None
+        for lane, done in by_lane.items():
+            doc = merge(doc, row(lane, done, datetime.now(UTC)))
+        args.write.write_text(doc or "")
+    return 0 if all(run.result.ok for done in by_lane.values() for run in done) else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,8 +94,8 @@ LANES: dict[str, Lane] = {
     "sglang-cpu": Lane(("sglang-cpu",), (
         "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generations A and B, "
         "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",
-        "Verifiers' default harness (bash + edit) on real SGLang; serving's lifecycle; the lane's two servers "
-        "behind smg: consistent hashing keeps a trace's turns on its worker and hits the prefix cache more",
+        "the lane's two servers behind smg: consistent hashing keeps a trace's turns on its worker and hits the "
+        "prefix cache more",
     ), (*ENGINE_LEG, "e2e/router/cache.py", "tests/real_sglang/*", "uv.lock"),
         summary=("real SGLang 0.5.23 on CPU: rollouts, tool turns, abort, cache, weights, seeds; smg's routing and "
                  "prefix cache"),
@@ -103,6 +103,8 @@ LANES: dict[str, Lane] = {
     "sglang-cpu-0516": Lane(("sglang-cpu-0516",), (
         "real SGLang 0.5.16 (Miles' image pin): what differs between SGLang versions — check's live conformance "
         "checks, generation A's recorded rollouts and tool turns, abort, radix cache, weight updates, seeds",
+        "Verifiers' default harness (bash + edit) on real SGLang; serving's lifecycle (one lane suffices: the same "
+        "on every SGLang version; here, beside the 0.5.23 lane's longer run)",
     ), ENGINE_LEG,
         summary='real SGLang 0.5.16 on CPU: what differs between SGLang versions',
         harness='`sglang_cpu/`, `plans/sglang_cpu.py`, `judges/`'),

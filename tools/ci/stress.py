@@ -7,6 +7,8 @@ so a lane that passes only on an idle machine fails here, not in CI by luck.
     load_for(lane, against) -> Load         what runs beside the lane: `hog`, or `pair` (the tracks its CI
                                             stage runs beside it; a lane run alone falls back to the hog)
     stress(lane, runs, against, logs) -> list[StressRun]
+    partner_runs(lane, runs) -> {partner: [StressRun]}   pair: each partner lane's own runs, made
+                                            beside the stressed lane (a row of its own in docs/ci.md)
 
 Each run is the runner's own: `run_lane` (the lane's tox call, timed, logged to
 `logs/run-K/<lane>.log`) inside the hog, or `run_stage` with the lane's track first and its CI
@@ -105,3 +107,18 @@ def stress(lane: str, *, runs: int = 3, against: Against = "hog", logs: Path,
         stream.flush()
         done.append(run_once(lane, load, logs / f"run-{number}", stream=stream))
     return done
+
+
+def partner_runs(lane: str, runs: list[StressRun]) -> dict[str, list[StressRun]]:
+    """Pair runs, seen from each partner: it ran beside the stressed lane and the other partner
+    tracks, a load as real as the lane's own. A partner a failure left unrun is not counted."""
+    by_partner: dict[str, list[StressRun]] = {}
+    for run in runs:
+        if run.load.against != "pair":
+            continue
+        for result in run.beside:
+            if result.status == "not run":
+                continue
+            others = tuple(track for track in run.load.beside if result.lane not in track)
+            by_partner.setdefault(result.lane, []).append(StressRun(Load("pair", beside=((lane,), *others)), result))
+    return by_partner

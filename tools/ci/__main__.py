@@ -1,7 +1,8 @@
 """`python3 -m tools.ci run [--write docs/ci.md] [--logs DIR]` (what `.ci/run` runs),
 `python3 -m tools.ci changed [--base REF] [--run]` (the lanes a change touches) and
 `python3 -m tools.ci stress LANE [--runs N] [--against hog|pair] [--write docs/ci.md]` (one lane, N
-times, the machine busy beside it). Exit 1 when a lane fails (for stress: when any of its runs does)."""
+times, the machine busy beside it). Exit 1 when a lane fails (for stress: when any of its runs does,
+or, against its pair, any partner's)."""
 
 from __future__ import annotations
 

@@ -124,8 +124,7 @@ def test_a_failed_stage_ends_the_run_and_the_table_says_what_never_ran(tmp_path:
     0 or 1 (the lane named `fails` fails)."""
     from tools.ci import runner
 
-    def argv(lane: str, *, fresh: bool = False) -> list[str]:
-        assert not fresh  # CI's run builds on a clean checkout: nothing to recreate
+    def argv(lane: str) -> list[str]:
         return [sys.executable, "-c", f"print('lane {lane}'); raise SystemExit({int(lane == 'matrix')})"]
 
     monkeypatch.setattr(runner, "tox_argv", argv)
@@ -151,7 +150,7 @@ def test_a_lanes_cpu_time_counts_the_processes_it_started(tmp_path: Path, monkey
 
     busy = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.4: pass')"
     child = f"import subprocess, sys, time; subprocess.run([sys.executable, '-c', {busy!r}]); time.sleep(0.3)"
-    monkeypatch.setattr(runner, "tox_argv", lambda lane, fresh=False: [sys.executable, "-c", child])
+    monkeypatch.setattr(runner, "tox_argv", lambda lane: [sys.executable, "-c", child])
     result = runner.run_lane("fast", tmp_path, stream=None)
     assert result.ok and result.cpu_seconds is not None
     assert 0.4 <= result.cpu_seconds < result.seconds

@@ -30,7 +30,7 @@ from tools.ci.stress import Load, StressRun
 from tools.ci.stress_doc import BEGIN, END, carry, merge, row, rows, run_table
 
 WHEN = datetime(2026, 12, 6, tzinfo=UTC)
-FRESH: dict[str, bool] = {}  # lane → whether its last fake tox call was asked to build its envs anew
+FRESH: dict[str, int] = {}  # lane → how many of its runs had its envs dropped first
 
 
 def _lane_exits(counter: Path, failing_run: int | None = None) -> str:
@@ -65,12 +65,16 @@ def hogs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def _fake_lanes(monkeypatch: pytest.MonkeyPatch, programs: dict[str, str]) -> None:
-    def argv(lane: str, *, fresh: bool = False) -> list[str]:
-        FRESH[lane] = fresh
+    def argv(lane: str) -> list[str]:
         return [sys.executable, "-c", programs.get(lane, "print(1)")]
+
+    def dropped(lane: str) -> list[Path]:
+        FRESH[lane] = FRESH.get(lane, 0) + 1
+        return []
 
     FRESH.clear()
     monkeypatch.setattr(runner, "tox_argv", argv)
+    monkeypatch.setattr(runner, "drop_envs", dropped)
 
 
 def _alive(pid: int) -> bool:
@@ -97,7 +101,7 @@ def test_every_run_is_made_and_all_passing_exits_0(tmp_path: Path, monkeypatch: 
     _fake_lanes(monkeypatch, {"fast": _lane_exits(tmp_path / "count")})
     assert main(["stress", "fast", "--logs", str(tmp_path / "logs")]) == 0
     assert (tmp_path / "count").read_text() == "3"
-    assert FRESH == {"fast": True}  # every run builds the lane's env anew (tox -r), as CI's clean checkout does
+    assert FRESH == {"fast": 3}  # every run builds the lane's env anew, as CI's clean checkout does
     printed = capsys.readouterr().out
     assert "fast: 3/3 runs passed" in printed and "===== fast: run 3 of 3, beside hog ×" in printed
     assert (tmp_path / "logs" / "run-2" / "fast.log").read_text() == "run 2\n"
@@ -189,7 +193,7 @@ def test_pair_runs_the_lane_beside_its_ci_partners_at_once(tmp_path: Path, monke
     runs = stress.stress("canary", runs=2, against="pair", logs=tmp_path / "logs", stream=out)
     assert [run.result.status for run in runs] == ["passed", "passed"]
     assert [[(r.lane, r.status) for r in run.beside] for run in runs] == [[("matrix", "passed")]] * 2
-    assert FRESH == {"canary": True, "matrix": True}
+    assert FRESH == {"canary": 2, "matrix": 2}
     assert runs[0].load.label == "pair: matrix" and "----- matrix (run beside canary) -----" in out.getvalue()
 
 
@@ -294,3 +298,11 @@ def test_runs_must_be_one_or_more(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["stress", "fast", "--runs", "0", "--logs", str(tmp_path)])
     assert refused.value.code == 2 and not (tmp_path / "run-1").exists()
+
+
+def test_dropping_a_lanes_envs_removes_its_tox_env_dirs_and_no_other(tmp_path: Path) -> None:
+    for env in ("contract-vf020", "contract-vf040", "fast"):
+        (tmp_path / env / "bin").mkdir(parents=True)
+    dropped = runner.drop_envs("matrix", tmp_path)
+    assert sorted(p.name for p in dropped) == ["contract-vf020", "contract-vf040"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fast"]

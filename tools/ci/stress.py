@@ -14,8 +14,8 @@ Each run is the runner's own: `run_lane` (the lane's tox call, timed, logged to
 `logs/run-K/<lane>.log`) inside the hog, or `run_stage` with the lane's track first and its CI
 partners' tracks beside it; in pair mode each partner's runs count as its own (a partner run
 beside the lane is its CI load too).
-Every run builds its lanes' envs anew (`tox -r`), as CI's clean checkout does, so a row measures
-what CI runs (an env's first imports included), never a developer's warm one.
+Every run builds its lanes' envs anew (`runner.drop_envs`), as CI's clean checkout does, so a row
+measures what CI runs (an env's first imports included), never a developer's warm one.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ PROSE = (
     "Written by `python3 -m tools.ci stress LANE [--runs N] [--against hog|pair] --write docs/ci.md`: the lane "
     "run N times in a row (default 3), each run beside a load: `hog`, one CPU-burning process per core; `pair`, "
     "the lanes its CI stage runs beside it (a lane CI runs alone gets the hog). Each run builds its lanes' envs "
-    "anew (`tox -r`), as CI's clean checkout does. A lane that passes only on an "
+    "anew (their tox envs removed first), as CI's clean checkout does. A lane that passes only on an "
     "idle machine fails here. One row per lane, its latest stress run; `.ci/run` keeps this section when it "
     "rewrites the file."
 )

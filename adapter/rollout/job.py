@@ -137,8 +137,8 @@ async def run_rollouts(
     """The cheap checks first (options and the config file), then the engine, then one batch;
     everything the batch opened is closed before returning."""
     job = job if isinstance(job, Job) else prepare_job(job)
-    built = not isinstance(engine, EngineSession)
     session = engine if isinstance(engine, EngineSession) else engine_session(job.settings, engine)
+    built = session is not engine
     try:
         await session.facts()  # reachable, SGLang: before the tokenizer and the taskset load
         orchestrator = prepare_orchestrator(job, engine=session, tokenizer_path=tokenizer_path, hooks=hooks)

@@ -4,9 +4,10 @@ CI runs sglang-cpu and sglang-cpu-0516 side by side, each with its own SGLang se
 cores. Their abort tests decode long answers on purpose (the aborts must land on requests in
 flight); with 600-token answers, measured: 58 s alone, 88 s beside a lighter step, 811 s and 909+ s
 when both lanes ran that test at once (two CPU servers each oversubscribing both cores); with the
-160-token answers it decodes now, 22 s alone and 100 s beside a CPU hog on both cores. `machine_turn(name)` takes an
-exclusive `flock` on `<tmp>/vf-sglang-locks/<name>.lock` (the kernel releases it when its holder
-exits, so a killed lane never leaves it taken): the twin waits its turn instead of slowing both.
+160-token answers it decodes now, 22 s alone and 100 s beside a CPU hog on both cores.
+`machine_turn(name)` takes an exclusive `flock` on `<tmp>/vf-sglang-locks/<name>.lock` (the kernel
+releases it when its holder exits, so a killed lane never leaves it taken): the twin waits its turn
+instead of slowing both.
 """
 
 from __future__ import annotations

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tools.ci.affected import REPO
 from tools.ci.lanes import LANES
 
-TOX_WORKDIR = Path(__file__).resolve().parents[2] / ".tox"  # tox.ini keeps tox's default work dir
+TOX_WORKDIR = REPO / ".tox"  # tox.ini keeps tox's default work dir
 
 Status = str  # "passed", "failed (exit N)", "not run"
 

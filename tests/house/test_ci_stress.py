@@ -9,6 +9,7 @@ that names its pid (and its child's) in a folder, except where the hog's burning
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -165,6 +166,37 @@ def test_the_real_hog_burns_a_core_until_killed() -> None:
             burnt = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
     assert burnt >= 0.3
     assert proc.returncode is not None and proc.returncode < 0, "killed by a signal"
+
+
+def test_a_hog_outlives_no_stress_run_however_it_ends() -> None:
+    """A stress run killed by a signal runs no `finally`: its hogs must end by themselves."""
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time\n"
+                               "from tools.ci import stress\n"
+                               "print(subprocess.Popen(stress.hog_argv()).pid, flush=True)\n"
+                               "time.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    assert parent.stdout is not None
+    hog = int(parent.stdout.readline())
+    try:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _alive(hog):
+            time.sleep(0.05)
+        assert not _alive(hog), "the hog kept burning after its stress run was killed"
+    finally:
+        parent.stdout.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hog, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """A running process (a zombie is reaped by init, so its /proc state says Z until then)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_the_lanes_ci_partners_are_the_other_tracks_of_its_stage() -> None:

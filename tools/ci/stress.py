@@ -59,8 +59,10 @@ class StressRun:
 
 
 def hog_argv() -> list[str]:
-    """One process that keeps one core busy until it is killed."""
-    return [sys.executable, "-c", "while True: pass"]
+    """One process that keeps one core busy until it is killed or its parent is gone: a stress run
+    ended by SIGTERM or SIGKILL (no `finally` runs) must not leave hogs burning under the next run."""
+    program = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent: pass"
+    return [sys.executable, "-c", program, str(os.getpid())]  # named here: the hog may start after we die
 
 
 @contextlib.contextmanager

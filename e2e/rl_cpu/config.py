@@ -71,6 +71,13 @@ def control_steps(config: RLConfig) -> list[int]:
     return sorted({*range(config.window), *range(config.steps - config.window, config.steps)})
 
 
+def control_runs(config: RLConfig) -> list[list[int]]:
+    """The control steps that are run, as rollout functions: every one of `control_steps` but step 0,
+    which is the learning run's step 0 (the same version-0 weights and seeds on a deterministic
+    server: the same samples, so it is taken from the learning run instead of run twice)."""
+    return contiguous_runs([k for k in control_steps(config) if k != 0])
+
+
 def contiguous_runs(steps: list[int]) -> list[list[int]]:
     """[0, 1, 4, 5] → [[0, 1], [4, 5]]: each run is one resumed rollout function."""
     runs: list[list[int]] = []

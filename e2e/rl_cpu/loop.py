@@ -31,7 +31,7 @@ from adapter.miles.abi import abi_types
 from adapter.miles.binding import VerifiersRolloutFn
 from adapter.reference.tiny_plant import planted_masks
 from adapter.samples.conversion import flatten
-from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, contiguous_runs, control_steps, env_config, miles_args
+from e2e.rl_cpu.config import LANE_TASKSETS, RLConfig, control_runs, control_steps, env_config, miles_args
 from e2e.rl_cpu.metrics import (
     PLANTED,
     TrainSample,
@@ -124,7 +124,7 @@ def run(config: RLConfig, *, record_dir: Path | None = None, progress: Any = pri
                  extra_args=serve_args(model_dir)) as server:
         progress(f"sglang {server.version} up in {server.startup_s:.0f} s at {server.url} (log {server.log_path})")
         steps = _run_steps(config, server, record_dir, progress, "learning")
-        control = _run_control(config, server, progress) if config.control else []
+        control = _run_control(config, server, progress, steps[0]) if config.control else []
         startup_s = server.startup_s
     return RunRecord(config=_jsonable(config), sglang_version=config.sglang_version, startup_s=startup_s,
                      total_s=time.monotonic() - started, cpus=os.cpu_count() or 0, load_before=load_before,
@@ -142,15 +142,17 @@ def _run_steps(config: RLConfig, server: Any, record_dir: Path | None, progress:
     return steps
 
 
-def _run_control(config: RLConfig, server: Any, progress: Any) -> list[StepRecord]:
-    """The lr-0 control on the learning run's seeds, `control_steps` only: each contiguous run of
-    steps starting at s is a fresh rollout function resumed at rollout_id s (Miles' resume: its
-    task cursor starts at s × batch, so step k samples the learning run's step-k seeds) on the
-    served weights loaded as version str(s)."""
-    control, steps = replace(config, lr=0.0), control_steps(config)
-    progress(f"control, lr 0: steps {', '.join(map(str, steps))} of {config.steps} (the flat check's windows)")
-    records: list[StepRecord] = []
-    for segment in contiguous_runs(steps):
+def _run_control(config: RLConfig, server: Any, progress: Any, first: StepRecord) -> list[StepRecord]:
+    """The lr-0 control on the learning run's seeds, `control_steps` only. Its step 0 is `first`,
+    the learning run's step 0 (`control_runs` says why); each later contiguous run of steps starting
+    at s is a fresh rollout function resumed at rollout_id s (Miles' resume: its task cursor starts
+    at s × batch, so step k samples the learning run's step-k seeds) on the served weights loaded
+    as version str(s)."""
+    control = replace(config, lr=0.0)
+    progress(f"control, lr 0: steps {', '.join(map(str, control_steps(config)))} of {config.steps} (the flat "
+             "check's windows; step 0 is the learning run's)")
+    records = [first]
+    for segment in control_runs(config):
         load_weights(server.url, server.model_dir, str(segment[0]))
         loop = Loop(control, url=server.url, model_dir=server.model_dir)
         records += asyncio.run(_steps(loop, segment, progress))

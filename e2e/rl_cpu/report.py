@@ -75,7 +75,8 @@ def markdown(run: RunRecord, failed: list[str], plot_name: str | None = "rl-cpu.
         "function (`VerifiersRolloutFn`), recomputes the samples' log-probs with the fp32 trainer on the "
         "same weights, takes a PPO-style step on Miles' grpo advantages and loads the checkpoint into "
         "SGLang as weight version k + 1. Then the control: the same run from the same version-0 weights "
-        "on the same seeds with learning rate 0. Code: `e2e/rl_cpu/`.",
+        "on the same seeds with learning rate 0 (its step 0 is the learning run's step 0: the same "
+        "version-0 weights and seeds on a deterministic server give the same samples). Code: `e2e/rl_cpu/`.",
         "",
         *([TASKS[str(run.config.get("taskset"))], ""] if str(run.config.get("taskset")) in TASKS else []),
         f"- Machine: {run.cpus} CPUs, load average (1/5/15 min) {_load(run.load_before)} at the start, "

@@ -131,3 +131,43 @@ def test_every_dependency_is_listed_with_its_newest_release_and_whether_a_cell_r
         assert f"| {name} | " in text
     assert "| httpx | the wheel | 0.29.0 | 0.29.0 | " in text and text.count("| yes |") >= 1
     assert "| mcp | the wheel | 9.9.9 | 1.30.0 | " in text and "**no**: the cells' pairs allow 1.30.0" in text
+
+
+def test_a_cell_that_installed_exactly_a_matrix_cells_pins_is_judged_by_that_cell_not_run_twice() -> None:
+    cells = contract_cells(TODAY)
+    same = {"verifiers": "0.4.0", "renderers": "0.1.12", "openai": "2.54.0"}
+    results = [(cells[0], CellResult(cells[0].name, None, same, judged_by="contract-vf040")),
+               *((c, CellResult(c.name, Outcome(25, 0, None), {"openai": "3.63.0"})) for c in cells[1:])]
+    schema = (SchemaCell("0.5.23"), CellResult("sglang-0.5.23", Outcome(40, 0, None)))
+    canary = Canary("2026-12-06", TODAY, results, schema)
+    text = render_section(canary)
+    assert canary.gating_failures() == [], "the matrix lane fails the run if its cell fails"
+    assert "judged by the matrix cell `contract-vf040` beside it (the same 3 packages: its pins)" in text
+    assert "| yes (through `contract-vf040`) |" in text
+    assert "pass in every cell run here; judged in `contract-vf040` for the others" in text
+
+
+@pytest.mark.parametrize(("installed", "opt_in", "runs_here"), [
+    pytest.param({"verifiers": "0.4.0", "hypothesis": "6.170.27"}, False, False, id="exactly-the-pins"),
+    pytest.param({"verifiers": "0.4.0", "hypothesis": "6.170.28"}, False, True, id="a-newer-release-than-the-pins"),
+    pytest.param({"verifiers": "0.4.0"}, False, True, id="a-package-fewer"),
+    pytest.param({"verifiers": "0.4.0", "hypothesis": "6.170.27"}, True, True, id="past-the-gate"),
+])
+def test_only_a_cell_whose_install_is_exactly_a_matrix_cells_pins_is_left_to_it(
+        tmp_path, monkeypatch: pytest.MonkeyPatch, installed: dict[str, str], opt_in: bool, runs_here: bool) -> None:
+    """The install and its freeze are faked; what is decided from them is the runner's own."""
+    from dataclasses import replace
+
+    from tools.canary import runner
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(runner, "_run", lambda argv, log, **kw: ran.append(list(argv)) or 0)
+    monkeypatch.setattr(runner, "_freeze", lambda python: dict(installed))
+    monkeypatch.setattr(runner, "read", lambda report: Outcome(38, 0, None))
+    cell = replace(contract_cells(TODAY)[0], opt_in=opt_in)
+    beside = {"contract-vf031": {"verifiers": "0.3.1"},
+              "contract-vf040": {"verifiers": "0.4.0", "hypothesis": "6.170.27"}}
+    result = runner.run_contract_cell(cell, tmp_path, beside=beside)
+    assert any(argv[1:3] == ["-m", "pytest"] for argv in ran) == runs_here
+    assert result.judged_by == (None if runs_here else "contract-vf040")
+    assert result.installed == installed and (result.outcome is None) != runs_here

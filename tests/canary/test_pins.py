@@ -55,3 +55,12 @@ def test_every_matrix_cell_reads_its_pins_file_in_tox() -> None:
 ])
 def test_a_cells_pins_keep_its_verifiers_clear_of_known_breaks(deps: list[str], bounds: tuple[str, ...]) -> None:
     assert known_break_bounds(deps) == bounds
+
+
+def test_the_canary_leaves_cells_to_the_matrix_only_in_a_run_that_runs_the_matrix() -> None:
+    from tools.canary.pins import sets_beside
+
+    assert sets_beside("") == {} and sets_beside("canary") == {} and sets_beside("canary,matrix-x") == {}
+    beside = sets_beside("e2e,canary,matrix")
+    assert list(beside) == list(MATRIX)
+    assert beside["contract-vf040"]["verifiers"] == "0.4.0" and beside["contract-vf031"]["verifiers"] == "0.3.1"

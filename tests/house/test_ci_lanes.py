@@ -1,27 +1,30 @@
-"""CI as data (`tools/ci`): every tox env is in a lane, every lane runs in a stage, no two tracks of
-a stage start an SGLang server, the developer's loop picks lanes by path, and docs/ci.md is written
-from a run's results (its table, the fast lane's slowest tests read from the real pytest output)."""
+"""CI as data (`tools/ci`): every tox env is in a lane, every lane runs in a stage, SGLang lanes
+overlap only at a memory share that tolerates it, the stages' tracks run on without waiting for
+each other, a failed lane stops every track, the developer's loop picks lanes by path, and
+docs/ci.md is written from a run's results (its table, the fast lane's slowest tests read from the
+real pytest output)."""
 
 from __future__ import annotations
 
 import configparser
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tools.ci.affected import affected
-from tools.ci.lanes import LANES, NOT_IN_CI, STAGES, lane_order
-from tools.ci.report import document, slowest_tests, stage_wall, table
-from tools.ci.runner import Result, run_stages
+from tools.ci.lanes import LANES, NOT_IN_CI, STAGES, lane_order, tracks_of
+from tools.ci.report import document, run_wall, slowest_tests, table
+from tools.ci.runner import Result, run_stage, run_stages
 
 REPO = Path(__file__).resolve().parents[2]
 # Lanes that start a real SGLang server (or two). SGLang refuses to start when more than its
 # --mem-fraction-static of the memory free before its weights load goes elsewhere meanwhile: a lane
-# beside it loading a model did that at 0.05. Two such lanes may share a stage only while the CPU
-# servers keep a share that tolerates it; the RL lane, whose claim is numeric, runs alone.
+# beside it loading a model did that at 0.05. Two such lanes may overlap only while the CPU servers
+# keep a share that tolerates it (CI's tracks run on without stage barriers, so any two may).
 STARTS_SGLANG = {"sglang-cpu", "sglang-cpu-0516", "rl-cpu", "miles"}
 TOLERANT_SHARE = 0.25
 
@@ -48,16 +51,19 @@ def test_every_tox_env_runs_in_exactly_one_lane_of_ci() -> None:
     assert sorted(lane_order()) == sorted(LANES), "every lane runs in exactly one stage"
 
 
-def test_sglang_lanes_share_a_stage_only_when_the_servers_tolerate_each_other() -> None:
+def test_sglang_lanes_overlap_only_when_the_servers_tolerate_each_other() -> None:
     from e2e.sglang_cpu.server import CPU_FLAGS
 
     share = float(CPU_FLAGS[CPU_FLAGS.index("--mem-fraction-static") + 1])
-    for stage in STAGES:
-        starting = [track for track in stage if STARTS_SGLANG & set(track)]
-        if len(starting) > 1:
-            assert share >= TOLERANT_SHARE, f"stage {stage} starts SGLang in {len(starting)} tracks at share {share}"
-        if any("rl-cpu" in track for track in stage):
-            assert stage == (("rl-cpu",),), "the RL lane runs alone"
+    starting = [track for track in tracks_of() if STARTS_SGLANG & set(track)]
+    if len(starting) > 1:
+        assert share >= TOLERANT_SHARE, f"tracks {starting} start SGLang side by side at share {share}"
+
+
+def test_ci_runs_the_ith_track_of_every_stage_as_its_track_i() -> None:
+    stages = ((("a",), ("b", "c")), (("d", "e"), ("f",)), (("g",),))
+    assert tracks_of(stages) == [["a", "d", "e", "g"], ["b", "c", "f"]]
+    assert sorted(lane for track in tracks_of() for lane in track) == sorted(lane_order())
 
 
 def test_the_readmes_test_command_runs_first() -> None:
@@ -102,11 +108,13 @@ def _results(**seconds: float) -> list[Result]:
     return [Result(lane, seconds.get(lane.replace("-", "_"), 1.0), "passed", None) for lane in lane_order()]
 
 
-def test_the_runs_wall_time_counts_the_longest_track_of_each_stage() -> None:
-    results = _results(fast=100.0, lint=10.0, lane_isolation=10.0, wheel=10.0, sglang_schema=200.0)
-    first_stage = 230.0  # lint + lane-isolation + wheel + sglang-schema beside fast's 100 s
-    assert stage_wall(results) == first_stage + sum(
-        max(sum(1.0 for _ in track) for track in stage) for stage in STAGES[1:])
+def test_the_runs_wall_time_is_its_longest_track() -> None:
+    results = _results(fast=100.0, lint=10.0, lane_isolation=10.0, sglang_schema=400.0)
+    first, second = ([sum(400.0 if lane == "sglang-schema" else 100.0 if lane == "fast" else
+                          10.0 if lane in {"lint", "lane-isolation"} else 1.0 for lane in track)
+                      for track in tracks_of()])
+    assert run_wall(results) == max(first, second)
+    assert "sglang-schema" in tracks_of()[0] and run_wall(results) == first, "the schema lane's track is longest"
 
 
 def test_docs_ci_lists_every_lane_with_its_time_and_claims() -> None:
@@ -119,9 +127,10 @@ def test_docs_ci_lists_every_lane_with_its_time_and_claims() -> None:
     assert table(_results()).splitlines()[-1].startswith("total")
 
 
-def test_a_failed_stage_ends_the_run_and_the_table_says_what_never_ran(tmp_path: Path, monkeypatch) -> None:
-    """The runner's own stage logic, with each lane's tox call replaced by a command that exits
-    0 or 1 (the lane named `fails` fails)."""
+def test_a_failed_lane_ends_every_track_and_the_table_says_what_never_ran(tmp_path: Path, monkeypatch) -> None:
+    """The runner's own track logic, with each lane's tox call replaced by a command that exits 0
+    or 1 (matrix fails): the tracks run on without stage barriers, so the lanes before the failure
+    on its own track and the other track's running lane finish; no lane starts after it."""
     from tools.ci import runner
 
     def argv(lane: str) -> list[str]:
@@ -130,18 +139,51 @@ def test_a_failed_stage_ends_the_run_and_the_table_says_what_never_ran(tmp_path:
     monkeypatch.setattr(runner, "tox_argv", argv)
     stages = (
         (("fast",), ("lint", "wheel")),
-        (("e2e", "canary"), ("matrix",)),
+        (("e2e",), ("matrix", "canary")),
         (("sglang-cpu",),),
     )
+    failed = threading.Event()
+    real_run_lane = runner.run_lane
+
+    def first_track_waits_for_the_failure(lane: str, logs: Path, **kwargs) -> Result:
+        if lane == "e2e":  # still running when matrix fails on the other track
+            assert failed.wait(30), "matrix never failed"
+        return real_run_lane(lane, logs, **kwargs)
+
+    monkeypatch.setattr(runner, "run_lane", first_track_waits_for_the_failure)
     out = tmp_path / "out.txt"
     with out.open("w") as stream:
-        results = run_stages(stages, tmp_path / "logs", stream=stream)
+        results = run_stage(tracks_of(stages), tmp_path / "logs", stream=stream, failed=failed)
     status = {r.lane: r.status for r in results}
-    assert status == {"fast": "passed", "lint": "passed", "wheel": "passed", "e2e": "passed", "canary": "passed",
-                      "matrix": "failed (exit 1)", "sglang-cpu": "not run"}
+    assert status == {"fast": "passed", "lint": "passed", "wheel": "passed", "e2e": "passed",
+                      "matrix": "failed (exit 1)", "canary": "not run", "sglang-cpu": "not run"}
     printed = out.read_text()
-    assert "lane fast" in printed and "----- lint, wheel (run beside fast) -----" in printed and "lane wheel" in printed
+    assert "lane fast" in printed and "----- lint, wheel, matrix, canary (run beside fast, e2e, sglang-cpu) -----" \
+        in printed and "lane wheel" in printed
     assert (tmp_path / "logs" / "matrix.log").read_text() == "lane matrix\n"
+
+
+def test_run_stages_reports_its_lanes_in_the_stages_order(tmp_path: Path, monkeypatch) -> None:
+    from tools.ci import runner
+
+    monkeypatch.setattr(runner, "tox_argv", lambda lane: [sys.executable, "-c", f"print('lane {lane}')"])
+    stages = ((("fast",), ("lint", "wheel")), (("e2e",), ("matrix",)))
+    with (tmp_path / "out.txt").open("w") as stream:
+        results = run_stages(stages, tmp_path / "logs", stream=stream)
+    assert [r.lane for r in results] == ["fast", "lint", "wheel", "e2e", "matrix"] and all(r.ok for r in results)
+
+
+def test_every_lane_is_told_the_lanes_of_its_run(tmp_path: Path, monkeypatch) -> None:
+    """The canary reads it (`CI_LANES_ENV`) to leave a cell to the matrix cell beside it."""
+    from tools.ci import runner
+
+    monkeypatch.setattr(runner, "tox_argv", lambda lane: [
+        sys.executable, "-c", f"import os; print('{lane} sees', os.environ[{runner.CI_LANES_ENV!r}])"])
+    with (tmp_path / "out.txt").open("w") as stream:
+        run_stages(((("canary",), ("matrix",)),), tmp_path / "logs", stream=stream)
+    assert (tmp_path / "logs" / "canary.log").read_text() == "canary sees canary,matrix\n"
+    assert runner.run_lane("canary", tmp_path / "alone", stream=None).ok
+    assert (tmp_path / "alone" / "canary.log").read_text() == "canary sees canary\n"
 
 
 def test_a_lanes_cpu_time_counts_the_processes_it_started(tmp_path: Path, monkeypatch) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.ci import runner, stress
+from tools.ci import lanes, runner, stress
 from tools.ci.__main__ import main
 from tools.ci.lanes import STAGES, lane_order, partners
 from tools.ci.report import document
@@ -200,9 +200,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_lanes_ci_partners_are_the_other_tracks_of_its_stage() -> None:
-    assert partners("lint") == (("fast",),) and partners("fast") == (("lint", "lane-isolation", "wheel",
-                                                                       "sglang-schema"),)
-    assert partners("canary") == (("matrix",),) and partners("rl-cpu") == ()
+    assert partners("lint") == (("fast",),) and partners("fast") == (("lint", "lane-isolation"),)
+    assert partners("canary") == (("matrix",),) and partners("rl-cpu") == (("miles",),)
     for stage in STAGES:
         for track in stage:
             for lane in track:
@@ -232,6 +231,9 @@ def test_pair_runs_the_lane_beside_its_ci_partners_at_once(tmp_path: Path, monke
 def test_pair_falls_back_to_the_hog_for_a_lane_ci_runs_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               hogs: Path) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    alone = (*((tuple(tuple(lane for lane in track if lane != "rl-cpu") for track in stage)) for stage in STAGES),
+             (("rl-cpu",),))
+    monkeypatch.setattr(lanes, "STAGES", alone)
     _fake_lanes(monkeypatch, {"rl-cpu": _waits_for_hogs(hogs, 2, 0)})
     out = io.StringIO()
     (run,) = stress.stress("rl-cpu", runs=1, against="pair", logs=tmp_path / "logs", stream=out)
@@ -307,23 +309,22 @@ def test_stress_write_keeps_what_ci_run_wrote(tmp_path: Path, monkeypatch: pytes
 
 def test_a_pair_run_writes_a_row_for_each_partner_beside_the_stressed_lane(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """Stage 1 stressed from the fast lane: its partner track (lint + lane-isolation + wheel +
-    sglang-schema) ran beside it each time, so each partner gets its own row; the wheel fails its
-    second run, so sglang-schema after it is not run then, and not counted."""
-    counter = tmp_path / "wheel-count"
-    _fake_lanes(monkeypatch, {"wheel": _lane_exits(counter, failing_run=2)})
+    """Stage 1 stressed from the fast lane: its partner track (lint + lane-isolation) ran beside it
+    each time, so each partner gets its own row; lint fails its second run, so lane-isolation after
+    it is not run then, and not counted."""
+    counter = tmp_path / "lint-count"
+    _fake_lanes(monkeypatch, {"lint": _lane_exits(counter, failing_run=2)})
     doc = tmp_path / "ci.md"
     code = main(["stress", "fast", "--against", "pair", "--runs", "2", "--write", str(doc),
                  "--logs", str(tmp_path / "logs")])
     assert code == 1  # a partner's failed run fails the stress run too
     table = rows(doc.read_text())
-    assert list(table) == ["fast", "lint", "lane-isolation", "wheel", "sglang-schema"]
+    assert list(table) == ["fast", "lint", "lane-isolation"]
     cells = {lane: [cell.strip() for cell in line.split("|")[1:-1]] for lane, line in table.items()}
-    assert cells["fast"][1:3] == ["pair: lint + lane-isolation + wheel + sglang-schema", "2/2"]
-    assert cells["lint"][1:3] == ["pair: fast", "2/2"]
-    assert cells["wheel"][1:3] == ["pair: fast", "1/2"] and cells["wheel"][3].endswith("(failed)")
-    assert cells["sglang-schema"][1:3] == ["pair: fast", "1/1"]
-    assert "wheel: 1/2 runs passed" in capsys.readouterr().out
+    assert cells["fast"][1:3] == ["pair: lint + lane-isolation", "2/2"]
+    assert cells["lint"][1:3] == ["pair: fast", "1/2"] and cells["lint"][3].endswith("(failed)")
+    assert cells["lane-isolation"][1:3] == ["pair: fast", "1/1"]
+    assert "lint: 1/2 runs passed" in capsys.readouterr().out
 
 
 def test_runs_must_be_one_or_more(tmp_path: Path) -> None:

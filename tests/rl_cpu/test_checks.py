@@ -10,7 +10,7 @@ import pytest
 
 from e2e.rl_cpu.__main__ import main
 from e2e.rl_cpu.checks import failures, thresholds
-from e2e.rl_cpu.config import RLConfig, contiguous_runs, control_steps
+from e2e.rl_cpu.config import RLConfig, contiguous_runs, control_runs, control_steps
 from e2e.rl_cpu.records import RunRecord, StepRecord
 from e2e.rl_cpu.report import markdown, table
 
@@ -121,13 +121,18 @@ def test_report_has_a_row_per_step_the_load_and_the_failures() -> None:
 
 
 @pytest.mark.parametrize(("steps", "window", "expected", "runs"), [
-    (6, 2, [0, 1, 4, 5], [[0, 1], [4, 5]]),
-    (4, 2, [0, 1, 2, 3], [[0, 1, 2, 3]]),
-    (8, 3, [0, 1, 2, 5, 6, 7], [[0, 1, 2], [5, 6, 7]]),
+    (6, 2, [0, 1, 4, 5], [[1], [4, 5]]),
+    (4, 2, [0, 1, 2, 3], [[1, 2, 3]]),
+    (8, 3, [0, 1, 2, 5, 6, 7], [[1, 2], [5, 6, 7]]),
 ], ids=["lane-default", "windows-meet", "wider-windows"])
-def test_the_control_runs_only_the_windows_its_flat_check_reads(steps, window, expected, runs) -> None:
-    chosen = control_steps(RLConfig(steps=steps, window=window))
-    assert chosen == expected and contiguous_runs(chosen) == runs
+def test_the_control_runs_only_the_windows_its_flat_check_reads_and_takes_step_0_from_the_learning_run(
+        steps, window, expected, runs) -> None:
+    config = RLConfig(steps=steps, window=window)
+    assert control_steps(config) == expected and control_runs(config) == runs
+
+
+def test_contiguous_steps_make_one_rollout_function_each() -> None:
+    assert contiguous_runs([0, 1, 4, 5]) == [[0, 1], [4, 5]] and contiguous_runs([3]) == [[3]]
 
 
 def test_run_record_round_trips_through_json() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from tools.canary.cells import DEPENDENCIES, PRERELEASE, RESOLVE, SchemaCell, co
 from tools.canary.releases import ResolveError, newest
 from tools.canary.report import NEXT_FILE, Canary, next_verdict, render_section
 from tools.canary.runner import REPO, CellResult, run_contract_cell, run_schema_cell
+from tools.ci.runner import CI_LANES_ENV
 
 
 def resolve_newest(find_links: Sequence[Path]) -> dict[str, str]:
@@ -37,15 +39,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"canary: error: {exc}", file=sys.stderr)
         return 2
     run_dir = Path(args.run_dir).absolute()
+    beside = pinning.sets_beside(os.environ.get(CI_LANES_ENV, ""))
     results = []
     for cell in contract_cells(found):
         if args.cell and cell.name not in args.cell:
             continue
         print(f"canary: cell {cell.name}: verifiers {cell.verifiers}, renderers {cell.renderers}: {cell.verdict}",
               flush=True)
-        result = run_contract_cell(cell, run_dir, find_links=links, exitfirst=args.exitfirst)
+        result = run_contract_cell(cell, run_dir, find_links=links, exitfirst=args.exitfirst, beside=beside)
         results.append((cell, result))
-        print(f"canary: cell {cell.name}: {result.outcome}", flush=True)
+        judged = f"the same {len(result.installed)} packages as {result.judged_by}'s pins: judged by that matrix cell"
+        print(f"canary: cell {cell.name}: {judged if result.judged_by else result.outcome}", flush=True)
     schema = SchemaCell(found["sglang"])
     schema_result = (run_schema_cell(schema.sglang, run_dir, find_links=links) if args.schema
                      else CellResult(f"sglang-{schema.sglang}", None))

@@ -85,6 +85,15 @@ def pinned(text: str) -> dict[str, str]:
     return out
 
 
+def sets_beside(lanes_in_run: str) -> dict[str, dict[str, str]]:
+    """The pinned set of each matrix cell when the CI run the canary is part of runs the matrix too
+    (`lanes_in_run`: tools.ci's comma-separated lanes, `CI_LANES_ENV`); else none. The canary
+    leaves a cell whose newest set is one of these to that cell (`run_contract_cell(beside=...)`)."""
+    if "matrix" not in lanes_in_run.split(","):
+        return {}
+    return {cell: pinned(pins_file(cell).read_text()) for cell in MATRIX if pins_file(cell).is_file()}
+
+
 def unpinned_direct(cell: str, text: str) -> list[str]:
     """The cell's direct requirements (its tox deps, `-r` files read) its pins file leaves out."""
     names: list[str] = []

@@ -33,6 +33,9 @@ class Canary:
 
 def _result(result: CellResult) -> str:
     outcome = result.outcome
+    if result.judged_by is not None:
+        return (f"judged by the matrix cell `{result.judged_by}` beside it (the same {len(result.installed)} "
+                "packages: its pins)")
     if outcome is None:
         return "not run"
     if outcome.passed:
@@ -70,7 +73,9 @@ def package_rows(canary: Canary) -> list[str]:
         held = "" if installed == newest[package] else f"; the cells' pairs allow {installed}"
         failing = [r for _, r in canary.cells if r.outcome is not None and not r.outcome.passed]
         verdict = "not gated: each cell installs the newest its verifiers allows" + held
-        result = "pass in every cell run" if not failing else f"**fail** in {', '.join(r.name for r in failing)}"
+        elsewhere = [r.judged_by for _, r in canary.cells if r.judged_by]
+        result = (f"**fail** in {', '.join(r.name for r in failing)}" if failing else "pass in every cell run"
+                  + (f" here; judged in {', '.join(f'`{c}`' for c in elsewhere)} for the others" if elsewhere else ""))
         rows.append(_row(package, newest[package], current_pin(package) + " (locked)", verdict, result,
                          _first(failing[0]) if failing else "—"))
     schema_cell, schema_result = canary.schema
@@ -118,6 +123,12 @@ def next_verdict(canary: Canary) -> str:
             f"`{result.outcome.first_failure}`): not gating, these releases are not out yet")
 
 
+def _fails_the_build(cell: ContractCell, result: CellResult) -> str:
+    if not cell.gating:
+        return "no (reported)"
+    return f"yes (through `{result.judged_by}`)" if result.judged_by else "yes"
+
+
 def cell_rows(canary: Canary) -> list[str]:
     rows = [_row("cell", "verifiers", "renderers", "openai", "httpx2", "transformers", "gate", "result",
                  "fails the build"), "|---|---|---|---|---|---|---|---|---|"]
@@ -127,7 +138,7 @@ def cell_rows(canary: Canary) -> list[str]:
         rows.append(_row(f"`{cell.name}`", cell.verifiers, cell.renderers, result.installed.get("openai", "—"),
                          result.installed.get("httpx2", "—") + bounds,
                          result.installed.get("transformers", "—"), cell.verdict, _result(result),
-                         "yes" if cell.gating else "no (reported)"))
+                         _fails_the_build(cell, result)))
     return rows
 
 
@@ -136,7 +147,9 @@ def render_section(canary: Canary) -> str:
         f"Written by `python -m tools.canary run --write` (`uvx --with tox-uv tox -e canary`) on {canary.date}: the "
         "newest release of each package on the package index, and what the gate and the canary say of it. A "
         "contract cell installs its verifiers/renderers pair exactly and openai/transformers unpinned, then runs "
-        "tests/contract (the wire contract against the installed renderers, real episode groups, group rewards); "
+        "tests/contract (the wire contract against the installed renderers, real episode groups, group rewards), "
+        "unless the CI run it is part of runs a matrix cell pinned to exactly the packages it installed: that "
+        "cell runs the same suite on them; "
         "the sglang row runs the schema checks (tests/conformance/test_sglang_schema.py) on the newest wheel. A "
         "newest release inside a range the gate accepts that fails fails the lane; a release the gate refuses is "
         "reported, run past the gate under the opt-in where one exists.", "",

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from e2e.sglang_cpu.uvcmd import uv_env, uv_executable
 from tools.canary.cells import ContractCell
 from tools.canary.junit import Outcome, read
@@ -28,8 +30,9 @@ LANE_COVERAGE_TEST = "tests/conformance/test_sglang_schema.py::test_the_lane_che
 @dataclass(frozen=True)
 class CellResult:
     name: str
-    outcome: Outcome | None  # None: not run
+    outcome: Outcome | None  # None: not run here
     installed: Mapping[str, str] = field(default_factory=dict)
+    judged_by: str | None = None  # the matrix cell beside this run that installs exactly `installed`
 
 
 def _run(argv: Sequence[str], log: Path, *, env: Mapping[str, str], timeout: float, cwd: Path = REPO) -> int:
@@ -50,7 +53,7 @@ def _freeze(python: Path) -> dict[str, str]:
     done = subprocess.run([uv_executable(), "pip", "freeze", "--python", str(python)], env=uv_env(),
                           capture_output=True, text=True, timeout=120, check=False)
     pins = (line.split("==", 1) for line in done.stdout.splitlines() if "==" in line)
-    return {name.lower(): version for name, version in pins}
+    return {canonicalize_name(name): version.strip() for name, version in pins}
 
 
 def _links(find_links: Sequence[Path]) -> list[str]:
@@ -58,9 +61,12 @@ def _links(find_links: Sequence[Path]) -> list[str]:
 
 
 def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence[Path] = (),
-                      exitfirst: bool = False) -> CellResult:
+                      exitfirst: bool = False, beside: Mapping[str, Mapping[str, str]] | None = None) -> CellResult:
     """A venv with exactly the cell's pair (+ the contract requirements), then tests/contract
-    (`exitfirst`: up to the first failing check only)."""
+    (`exitfirst`: up to the first failing check only). `beside`: the pinned sets (matrix cell →
+    name → version) of the matrix cells this CI run runs beside the canary; a cell that installed
+    exactly one of them is judged by that cell, which runs the same suite on the same packages,
+    instead of a second time here."""
     if not cell.runs:
         return CellResult(cell.name, None)
     here = run_dir / cell.name
@@ -78,12 +84,16 @@ def run_contract_cell(cell: ContractCell, run_dir: Path, *, find_links: Sequence
     if _run(install, log, env=env, timeout=INSTALL_TIMEOUT_S) != 0:
         return CellResult(cell.name, Outcome(0, 1, f"install: `pip install {' '.join(cell.requirements)}` does not "
                                                    f"resolve or install (see {log})"))
+    installed = _freeze(python)
+    same = next((name for name, pins in (beside or {}).items() if pins == installed), None)
+    if same is not None and not cell.env:  # a cell run past the gate (opt-in) is never a matrix cell's set
+        return CellResult(cell.name, None, installed, judged_by=same)
     test_env = {**env, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "", **cell.env}
     _run([str(python), "-m", "adapter.cli", "versions"], log, env=test_env, timeout=120)
     _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
           f"--junitxml={report}", *(["--exitfirst"] if exitfirst else []), "tests/contract"], log, env=test_env,
          timeout=TEST_TIMEOUT_S)
-    return CellResult(cell.name, read(report), _freeze(python))
+    return CellResult(cell.name, read(report), installed)
 
 
 def run_schema_cell(version: str, run_dir: Path, *, find_links: Sequence[Path] = ()) -> CellResult:

@@ -41,7 +41,7 @@ def _stress(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m tools.ci")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="CI's stages, timed; the table printed last")
+    run = sub.add_parser("run", help="CI's lanes on their tracks, timed; the table printed last")
     run.add_argument("--write", type=Path, default=None, metavar="PATH", help="write the run's docs/ci.md here")
     run.add_argument("--logs", type=Path, default=REPO / "runs" / "ci", help="one log per lane (default runs/ci)")
     changed = sub.add_parser("changed", help="the lanes a change touches, by its paths")

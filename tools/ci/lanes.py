@@ -1,11 +1,13 @@
 """The lanes, the claims each proves (one line each), the paths that touch each, and CI's stages.
 
     LANES     name → Lane(envs, claims, paths): a lane is one `tox -e ENV[,ENV…]` run
-    STAGES    what `.ci/run` runs, in order: each stage is tracks run side by side, each track
-              lanes run one after another; a stage with a failed lane ends the run
+    STAGES    what `.ci/run` runs: each stage is tracks meant to overlap, each track lanes run one
+              after another; CI joins the i-th tracks of every stage into its track i (`tracks_of`)
+              and runs the tracks side by side; a failed lane ends every track at its next lane
     NOT_IN_CI tox envs CI does not run, each with why (a developer still can: `tox -e ENV`)
     MOVED     claims that moved between lanes, and where each now lives (docs/ci.md prints them)
     partners(lane)  the tracks CI runs beside a lane (what `tools.ci stress --against pair` runs)
+    tracks_of(stages)  the stages as CI runs them: track i is the i-th track of every stage
 
 A claim is proved in one lane only; a lane that repeats another's proof says so in its claims
 and why (a different SGLang version, a different Verifiers generation). Paths are fnmatch
@@ -14,6 +16,7 @@ globs against repository-relative paths (`*` crosses `/`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MATRIX = ("contract-vf020", "contract-vf020-r018", "contract-vf020-sglang-openai", "contract-vf021",
@@ -87,7 +90,8 @@ LANES: dict[str, Lane] = {
     "canary": Lane(("canary",), (
         "the newest published verifiers, renderers, openai, transformers, sglang and smg judged (the newest 0.3.x "
         "too, with unbounded openai and the newest httpx2 below the gate's known break); a planted incompatible "
-        "renderers must fail it",
+        "renderers must fail it; a cell whose newest set is exactly a matrix cell's pins is judged by that cell, "
+        "beside it in the same run",
     ), ("tools/canary/*", "tests/canary/*", "adapter/versions/*", *PINS),
         summary='the newest published releases judged the day they appear',
         harness='none here: `tools/canary/` (resolution, cells, report, `bump`, the gate rules)'),
@@ -140,17 +144,20 @@ LANES: dict[str, Lane] = {
         harness='`miles_cpu/` (the Miles venv, driver, stand-in actor, services, checks), `judges/verify.py`'),
 }
 
-# Each stage: tracks side by side; each track: lanes one after another. The first track's output
-# streams; the others' is printed when the stage ends. Most lanes keep about one core busy
-# (docs/ci.md's CPU column; sglang-cpu 1.5), so two tracks fill the machine's two. SGLang lanes may
-# share a stage: the CPU servers start with --mem-fraction-static 0.3 (e2e/sglang_cpu/server.py
-# says why). The RL lane runs alone: beside the miles lane it took as long as the two in turn.
+# Each stage: tracks meant to overlap; each track: lanes one after another. CI runs track i of every
+# stage, in order, as one track (`tracks_of`): no lane waits for the other track to end its stage
+# (with stage barriers, the run of 2026-12-06 left 105 s of stage 3 and 205 s of stage 4 to one
+# lane, and rl-cpu ran alone for 410 s at 1.7 cores). The first track's output streams; the others'
+# is printed at the end. Most lanes keep about one core busy (docs/ci.md's CPU column), so two
+# tracks fill the machine's two; the tracks' sums are balanced on docs/ci.md's walls. SGLang lanes
+# may overlap: the CPU servers start with --mem-fraction-static 0.3 (e2e/sglang_cpu/server.py says
+# why). rl-cpu's claims are seeded and deterministic (a deterministic server, fixed seeds), so it
+# runs beside the miles lane's tail instead of alone.
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (("fast",), ("lint", "lane-isolation", "wheel", "sglang-schema")),
-    (("e2e", "canary"), ("matrix",)),
+    (("fast",), ("lint", "lane-isolation")),
+    (("e2e", "canary", "wheel", "sglang-schema"), ("matrix",)),
     (("sglang-cpu",), ("sglang-cpu-0516",)),
-    (("miles",), ("router",)),
-    (("rl-cpu",),),
+    (("miles",), ("router", "rl-cpu")),
 )
 
 NOT_IN_CI: dict[str, str] = {
@@ -186,6 +193,16 @@ MOVED: tuple[tuple[str, str], ...] = (
     ("generation B's recorded rollouts on SGLang 0.5.16",
      "sglang-cpu (0.5.23) only: generation B differs on the adapter's side, not the engine's; the engine "
      "wire both generations send is the one 0.5.16 is checked on (check, generation A's rollouts)"),
+    ("the canary's cells whose newest set is exactly a matrix cell's pins (run twice before)",
+     "matrix: the canary installs each cell, compares what it installed with the matrix cells' pins and leaves a "
+     "cell with exactly one of them to that matrix cell, which runs the same tests/contract on the same packages "
+     "in the same CI run (on 2026-12-06 all three: newest = contract-vf040, generation-b-0.3 = contract-vf031, "
+     "generation-a = contract-vf021, 112-123 packages each); a release newer than the pins makes the canary run "
+     "its cell itself, and `tox -e canary` alone runs every cell"),
+    ("the lr-0 control's step 0 (run a second time before)",
+     "rl-cpu: the learning run's step 0 is the control's step 0 (the same version-0 weights and seeds on a "
+     "deterministic server: the same samples; the same rewards in all 8 runs docs/rl-cpu.md recorded, the KL "
+     "apart only by the trainer's float noise, ≤ 1.3e-13), so the control runs steps 1, 4 and 5"),
     ("the lr-0 control's middle steps (2, 3)",
      "dropped: the control's claim is its first and last windows; KL and weight versions are judged on every "
      "learning step and on the control steps that run"),
@@ -224,3 +241,12 @@ def partners(lane: str) -> tuple[tuple[str, ...], ...]:
             if lane in track:
                 return stage[:index] + stage[index + 1:]
     raise KeyError(f"{lane} runs in no stage")
+
+
+def tracks_of(stages: Sequence[Sequence[Sequence[str]]] = ()) -> list[list[str]]:
+    """CI's stages as the tracks they run on: track i is the i-th track of every stage, in stage
+    order. A stage says which lanes CI means to overlap (what `stress --against pair` runs); no lane
+    waits for the other track's stage to end, so a core never idles behind a stage's longest lane."""
+    stages = stages or STAGES
+    width = max(len(stage) for stage in stages)
+    return [[lane for stage in stages if i < len(stage) for lane in stage[i]] for i in range(width)]

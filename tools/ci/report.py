@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, RESOLVED, STAGES
+from tools.ci.lanes import LANES, MOVED, NOT_IN_CI, RESOLVED, STAGES, tracks_of
 from tools.ci.runner import Result
 from tools.ci.stress_doc import carry
 
@@ -31,10 +31,11 @@ def _wall(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds:.0f} s ({seconds / 60:.1f} min)"
 
 
-def stage_wall(results: Sequence[Result]) -> float:
-    """The run's wall time: per stage, its longest track (tracks run side by side)."""
+def run_wall(results: Sequence[Result]) -> float:
+    """The run's wall time: its longest track (`tracks_of()`: each track's lanes one after
+    another, the tracks side by side)."""
     by_lane = {result.lane: result.seconds for result in results}
-    return sum(max(sum(by_lane.get(lane, 0.0) for lane in track) for track in stage) for stage in STAGES)
+    return max(sum(by_lane.get(lane, 0.0) for lane in track) for track in tracks_of())
 
 
 def cpu(result: Result) -> str:
@@ -49,8 +50,8 @@ def table(results: Sequence[Result]) -> str:
     lines = [f"{'lane':<{width}}  {'wall':>16}  {'cpu':>18}  status", f"{'-' * width}  {'-' * 16}  {'-' * 18}  ------"]
     lines += [f"{r.lane:<{width}}  {_wall(r.seconds) if r.status != 'not run' else '—':>16}  {cpu(r):>18}  {r.status}"
               for r in results]
-    lines.append(f"{'total':<{width}}  {_wall(stage_wall(results)):>16}  "
-                 f"({'passed' if all(r.ok for r in results) else 'failed'}; stages in order, tracks side by side)")
+    lines.append(f"{'total':<{width}}  {_wall(run_wall(results)):>16}  "
+                 f"({'passed' if all(r.ok for r in results) else 'failed'}; tracks side by side)")
     return "\n".join(lines)
 
 
@@ -84,9 +85,12 @@ def document(results: Sequence[Result], *, machine: str, fast_log: str | None, w
         "# CI: lanes, their time, their claims",
         "",
         f"Written by `.ci/run` (`python3 -m tools.ci run --write docs/ci.md`) from its run of "
-        f"{when:%Y-%m-%d %H:%M} UTC on {machine}: **{_wall(stage_wall(results))}** in all "
-        f"({'every lane passed' if all(r.ok for r in results) else 'a lane failed'}). Stages run in order, "
-        "tracks (‖) side by side, lanes in a track (+) one after another; `.ci/run` prints the same table last. "
+        f"{when:%Y-%m-%d %H:%M} UTC on {machine}: **{_wall(run_wall(results))}** in all "
+        f"({'every lane passed' if all(r.ok for r in results) else 'a lane failed'}). CI runs two tracks side by "
+        "side for the whole run, each lane after the one before it on its track: track i is the i-th track (‖) "
+        "of every stage below, its lanes (+) one after another; a stage names the lanes CI means to overlap (what "
+        "`stress --against pair` runs beside a lane), and no lane waits for the other track to end a stage. "
+        "`.ci/run` prints the same table last. "
         "CPU is user + system time of the lane's process tree as reaped (servers and Ray workers count where "
         "their parent waited for them); CPU / wall is how many cores the lane kept busy.",
         "",

@@ -1,6 +1,7 @@
-"""Run lanes, timed: `uvx --with tox-uv tox -e ENVS` per lane, stages in order, tracks side by side.
+"""Run lanes, timed: `uvx --with tox-uv tox -e ENVS` per lane, on tracks side by side.
 
-    run_stages(stages, logs) -> list[Result]    stops after the first stage with a failed lane
+    run_stages(stages, logs) -> list[Result]    the stages' tracks joined (`tracks_of`), side by side;
+                                                a failed lane stops every track at its next lane
     run_lanes(names, logs) -> list[Result]      one track, one after another (the developer's loop)
 
 Each lane's output goes to `logs/<lane>.log`; the first track of a stage also streams it. A
@@ -8,7 +9,7 @@ lane's wall time is measured around its tox call (environment creation included)
 (user + system) from the kernel's account of the tox process and every descendant it reaped
 (`os.wait4`): servers and Ray workers a lane ends count when their parent waited for them. CPU
 over wall says how many of the machine's cores a lane kept busy, so which lanes can share a stage.
-A lane never run (an earlier stage failed) is reported with status "not run".
+A lane never run (a lane failed before it) is reported with status "not run".
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from pathlib import Path
 from typing import TextIO
 
 from tools.ci.affected import REPO
-from tools.ci.lanes import LANES
+from tools.ci.lanes import LANES, tracks_of
 
 TOX_WORKDIR = REPO / ".tox"  # tox.ini keeps tox's default work dir
+# Every lane's process gets the lanes of its run (comma-separated): the canary leaves a cell whose
+# newest set is exactly a matrix cell's pins to that cell when the matrix runs in the same run.
+CI_LANES_ENV = "VF_SGLANG_CI_LANES"
 
 Status = str  # "passed", "failed (exit N)", "not run"
 
@@ -61,17 +65,20 @@ def drop_envs(lane: str, workdir: Path = TOX_WORKDIR) -> list[Path]:
     return dropped
 
 
-def run_lane(lane: str, logs: Path, *, stream: TextIO | None, fresh: bool = False) -> Result:
+def run_lane(lane: str, logs: Path, *, stream: TextIO | None, fresh: bool = False,
+             lanes_in_run: Sequence[str] = ()) -> Result:
     """One lane's tox call; its output to `logs/<lane>.log` (and to `stream`, live); `fresh`:
-    its envs built anew first (`drop_envs`), timed with the lane."""
+    its envs built anew first (`drop_envs`), timed with the lane; `lanes_in_run`: every lane of the
+    run it is part of, told to the lane's processes (`CI_LANES_ENV`)."""
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{lane}.log"
     started = time.monotonic()
     if fresh:
         drop_envs(lane)
     argv = tox_argv(lane)
+    env = {**os.environ, CI_LANES_ENV: ",".join(lanes_in_run or (lane,))}
     with log.open("w") as out, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, text=True, bufsize=1) as proc:
+                                                stdin=subprocess.DEVNULL, text=True, bufsize=1, env=env) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             out.write(line)
@@ -84,20 +91,30 @@ def run_lane(lane: str, logs: Path, *, stream: TextIO | None, fresh: bool = Fals
                   cpu_seconds=usage.ru_utime + usage.ru_stime)
 
 
-def _track(lanes: Sequence[str], logs: Path, stream: TextIO | None, into: list[Result], fresh: bool) -> None:
-    for lane in lanes:
-        result = run_lane(lane, logs, stream=stream, fresh=fresh)
-        into.append(result)
-        if not result.ok:  # the rest of this track would only pile failures on the first
-            into.extend(Result(rest, 0.0, "not run", None) for rest in lanes[lanes.index(lane) + 1:])
+def _track(lanes: Sequence[str], logs: Path, stream: TextIO | None, into: list[Result], *, fresh: bool,
+           failed: threading.Event, lanes_in_run: Sequence[str]) -> None:
+    """The lanes one after another, until one fails here or on another track (`failed`): the rest
+    would only pile failures on the first, so they are reported "not run"."""
+    for index, lane in enumerate(lanes):
+        if failed.is_set():
+            into.extend(Result(rest, 0.0, "not run", None) for rest in lanes[index:])
             return
+        result = run_lane(lane, logs, stream=stream, fresh=fresh, lanes_in_run=lanes_in_run)
+        into.append(result)
+        if not result.ok:
+            failed.set()
 
 
 def run_stage(tracks: Sequence[Sequence[str]], logs: Path, *, stream: TextIO = sys.stdout,
-              fresh: bool = False) -> list[Result]:
-    """The tracks side by side; the first streams, the others' logs are printed after."""
+              fresh: bool = False, failed: threading.Event | None = None) -> list[Result]:
+    """The tracks side by side, each lane after the one before it on its track; the first track
+    streams, the others' logs are printed after. A failed lane ends every track at its next lane
+    (`failed` is set then)."""
     results: list[list[Result]] = [[] for _ in tracks]
-    threads = [threading.Thread(target=_track, args=(track, logs, stream if i == 0 else None, results[i], fresh))
+    failed = failed or threading.Event()
+    lanes_in_run = [lane for track in tracks for lane in track]
+    threads = [threading.Thread(target=_track, args=(track, logs, stream if i == 0 else None, results[i]),
+                                kwargs={"fresh": fresh, "failed": failed, "lanes_in_run": lanes_in_run})
                for i, track in enumerate(tracks)]
     for thread in threads:
         thread.start()
@@ -113,15 +130,10 @@ def run_stage(tracks: Sequence[Sequence[str]], logs: Path, *, stream: TextIO = s
 
 
 def run_stages(stages: Sequence[Sequence[Sequence[str]]], logs: Path, *, stream: TextIO = sys.stdout) -> list[Result]:
-    results: list[Result] = []
-    for index, tracks in enumerate(stages):
-        done = run_stage(tracks, logs, stream=stream)
-        results += done
-        if not all(result.ok for result in done):
-            results += [Result(lane, 0.0, "not run", None)
-                        for later in stages[index + 1:] for track in later for lane in track]
-            break
-    return results
+    """Every stage's tracks joined into CI's tracks (`tracks_of`), run side by side; the results in
+    the stages' order (a failed lane stops every track at its next lane)."""
+    done = {result.lane: result for result in run_stage(tracks_of(stages), logs, stream=stream)}
+    return [done[lane] for stage in stages for track in stage for lane in track]
 
 
 def run_lanes(lanes: Sequence[str], logs: Path, *, stream: TextIO = sys.stdout) -> list[Result]:

@@ -4,7 +4,7 @@
                                                 a failed lane stops every track at its next lane
     run_lanes(names, logs) -> list[Result]      one track, one after another (the developer's loop)
 
-Each lane's output goes to `logs/<lane>.log`; the first track of a stage also streams it. A
+Each lane's output goes to `logs/<lane>.log`; the first track also streams it. A
 lane's wall time is measured around its tox call (environment creation included), its CPU time
 (user + system) from the kernel's account of the tox process and every descendant it reaped
 (`os.wait4`): servers and Ray workers a lane ends count when their parent waited for them. CPU

@@ -333,6 +333,15 @@ def test_runs_must_be_one_or_more(tmp_path: Path) -> None:
     assert refused.value.code == 2 and not (tmp_path / "run-1").exists()
 
 
+def test_dropping_lints_envs_removes_the_caches_it_left_in_the_checkout(tmp_path: Path) -> None:
+    workdir = tmp_path / ".tox"
+    for path in (workdir / "lint", tmp_path / ".mypy_cache", tmp_path / ".ruff_cache", tmp_path / "adapter"):
+        path.mkdir(parents=True)
+    dropped = runner.drop_envs("lint", workdir)
+    assert sorted(p.name for p in dropped) == [".mypy_cache", ".ruff_cache", "lint"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tox", "adapter"]
+
+
 def test_dropping_a_lanes_envs_removes_its_tox_env_dirs_and_no_other(tmp_path: Path) -> None:
     for env in ("contract-vf020", "contract-vf040", "fast"):
         (tmp_path / env / "bin").mkdir(parents=True)

@@ -54,14 +54,22 @@ def tox_argv(lane: str) -> list[str]:
     return [uvx, "--with", "tox-uv", "tox", "-e", ",".join(LANES[lane].envs)]
 
 
+# What a lane leaves in the checkout that CI's clean checkout does not have and the lane's next run
+# would read: lint's mypy and ruff caches (with them, a second lint run took 3.5 s instead of 69 s).
+CHECKOUT_CACHES: dict[str, tuple[str, ...]] = {"lint": (".mypy_cache", ".ruff_cache")}
+
+
 def drop_envs(lane: str, workdir: Path = TOX_WORKDIR) -> list[Path]:
-    """Remove the lane's tox envs, so its next call builds them as on CI's clean checkout. Not
-    `tox -r`: tox-uv recreates with `uv sync --reinstall`, which extracts every wheel into uv's
-    cache again (measured: eleven recreations of the torch lanes' envs filled the disk; `uv cache
-    prune` then removed 43.6 GiB of orphaned archive entries)."""
-    dropped = [workdir / env for env in LANES[lane].envs if (workdir / env).exists()]
-    for env_dir in dropped:
-        shutil.rmtree(env_dir)
+    """Remove the lane's tox envs and the caches it left in the checkout (`CHECKOUT_CACHES`), so
+    its next call builds them as on CI's clean checkout. Not `tox -r`: tox-uv recreates with `uv
+    sync --reinstall`, which extracts every wheel into uv's cache again (measured: eleven
+    recreations of the torch lanes' envs filled the disk; `uv cache prune` then removed 43.6 GiB
+    of orphaned archive entries)."""
+    candidates = [workdir / env for env in LANES[lane].envs]
+    candidates += [workdir.parent / cache for cache in CHECKOUT_CACHES.get(lane, ())]
+    dropped = [path for path in candidates if path.exists()]
+    for path in dropped:
+        shutil.rmtree(path)
     return dropped
 
 

@@ -40,7 +40,7 @@ from e2e.gpu.interpreter import BaseInterpreterError
 from e2e.plans.cpu import cpu_plan
 from e2e.plans.gpu import gpu_plan, gpu_plan_notes
 from e2e.plans.sglang_cpu import sglang_cpu_plan
-from e2e.plans.steps import REPO, PlanOptions, Step, base_interpreter
+from e2e.plans.steps import BUNDLED, REPO, PlanOptions, Step, base_interpreter
 
 
 class StepFailed(RuntimeError):
@@ -252,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--generation-b", action=argparse.BooleanOptionalAction, default=True,
                         help="sglang-cpu tier: also record and verify generation B's rollouts (a verifiers 0.4.0 "
                              "venv); --no-generation-b where only the SGLang version differs from a lane that has")
+    parser.add_argument("--tasksets", default=",".join(BUNDLED), metavar="IDS",
+                        help="sglang-cpu tier: the bundled tasksets whose rollouts are recorded and verified, "
+                             f"comma-separated (default: all, {','.join(BUNDLED)})")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--base-python", default=None, metavar="PATH",
@@ -290,10 +293,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         steps, notes = gpu_plan(options), gpu_plan_notes(options)
     elif tier == "sglang-cpu":
+        tasksets = tuple(t.strip() for t in args.tasksets.split(",") if t.strip())
+        unknown = [t for t in tasksets if t not in BUNDLED]
+        if unknown or not tasksets:
+            print(f"e2e.runner: error: --tasksets {args.tasksets!r}: choose from {', '.join(BUNDLED)}",
+                  file=sys.stderr)
+            return 2
         steps = sglang_cpu_plan(str(run_dir), version=args.sglang_version, port=free_port(),
-                                generation_b=args.generation_b)
+                                generation_b=args.generation_b, tasksets=tasksets)
         notes = [f"sglang {args.sglang_version} on CPU (e2e.sglang_cpu), deterministic mode, the tiny model"
-                 + ("" if args.generation_b else "; generation A only (--no-generation-b)")]
+                 + ("" if args.generation_b else "; generation A only (--no-generation-b)")
+                 + ("" if tasksets == BUNDLED else f"; tasksets {', '.join(tasksets)} (--tasksets)")]
     else:
         from adapter.episodes.generations import installed
 

@@ -17,8 +17,8 @@ env, or, given the dashboard's address, `ray job submit` of that driver. Afterwa
 
 CASES: the class ABI (0.0.2's opt-in) with echo-tool-v1 (multi-turn: the tiny model calls the
 tool in 6 of the 8 seeded episodes, and the tool's response is fed back as a masked span); the
-legacy function with arith-v1 through `ray job submit`; the legacy function behind Miles' own
-router and a failing worker; and a planted defect (a rollout class that cuts one loss mask short)
+legacy function with arith-v1 through `ray job submit`, behind Miles' own router and a failing
+worker; and a planted defect (a rollout class that cuts one loss mask short)
 that Miles' own conversion must refuse: the lane fails unless that case fails for that reason.
 The tool case's rollout-0 dump is also judged by `python -m e2e.judges.verify --miles-dump`, the GPU
 plan's verifier of Miles' own dump.
@@ -72,11 +72,12 @@ class Case:
 CASES = (
     Case("sglang-class-echo-tool", legacy=False, config=ECHO_TOOL, multi_turn_share=0.5,
          verify_env="echo-tool-v1"),
-    Case("sglang-legacy-job-submit", legacy=True, submit=True),
+    # the legacy function, launched by the printed `ray job submit`, behind Miles' own router: miles-rl
+    # 0.0.2 refuses --sglang-router-policy under its class ABI opt-in (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1,
+    # an assert in its sglang validate_args). One case for both: each is a property of the launch
+    # (the job's form; the router Miles starts inside it), and a Miles driver costs ~70 s of the lane
+    Case("sglang-legacy-job-submit-miles-router", legacy=True, submit=True, router="miles"),
     Case("sglang-planted-loss-mask", legacy=False, planted=True),
-    # the legacy function: miles-rl 0.0.2 refuses --sglang-router-policy under its class ABI opt-in
-    # (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1, an assert in its sglang validate_args)
-    Case("sglang-miles-router", legacy=True, router="miles"),
 )
 CONFIGS = tuple(dict.fromkeys(case.config for case in CASES))  # each made ready before the namespace
 

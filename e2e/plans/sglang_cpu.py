@@ -19,6 +19,13 @@ NEW_CLIENT_TEST = REPO / "tests" / "real_sglang" / "test_new_client.py"
 # Tasksets whose recorded rollouts on real SGLang must be multi-turn: the least share of samples
 # with two or more model turns (the tiny model calls echo-tool-v1's tool in about 3 of 4 episodes).
 MULTI_TURN_SHARE = {"echo-tool-v1": 0.5}
+# Generation B's recorded rollouts: the multi-turn tool taskset only. What B changes is before the
+# bridge (Verifiers' TrainClient and Renderers' client: its own prompts and tool schemas, so other
+# tokens than A's); the bridge builds SGLang's /generate with the same code for both, and an
+# echo-tool-v1 episode makes every kind of engine call the single-turn tasksets make (a first turn)
+# and more (a later turn on a cached prefix, after a masked tool response). B's single-turn and group
+# rewards are judged in every B matrix cell (tests/contract), on the scripted engine.
+B_TASKSETS = ("echo-tool-v1",)
 
 
 def _rollouts_and_verify(py: str, url: str, configs: Path, run: str, *, label: str, groups: int, n: int,
@@ -48,10 +55,11 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
                     port: int = 30666, groups: int = 2, n: int = 4, tasksets: tuple[str, ...] = BUNDLED,
                     python: str | None = None, generation_b: bool = True) -> list[Step]:
     """The GPU tier's SGLang steps rehearsed against real SGLang on CPU: its venv, start, health
-    wait, `check`, recorded rollouts (generation A here, generation B in a verifiers 0.4.0 venv),
-    verify, the real-SGLang tests, stop. Only the CUDA-specific steps (driver check, CUDA wheels,
-    `--attention-backend`) are left for a GPU box. The server runs deterministic: the rollouts
-    carry no `--seed`, so the adapter must seed them itself (or the verify of group rewards fails)."""
+    wait, `check`, recorded rollouts (generation A's `tasksets` here; generation B's `B_TASKSETS`
+    among them, in a verifiers 0.4.0 venv), verify, the real-SGLang tests, stop. Only the
+    CUDA-specific steps (driver check, CUDA wheels, `--attention-backend`) are left for a GPU box.
+    The server runs deterministic: the rollouts carry no `--seed`, so the adapter must seed them
+    itself (or the verify of group rewards fails)."""
     py = python or sys.executable
     run = str(Path(run_dir).absolute())
     url = f"http://127.0.0.1:{port}"
@@ -76,7 +84,7 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
             Step("install-vf040", ("uv", "pip", "install", "--compile-bytecode", "--python", b_py, "verifiers==0.4.0",
                                    "-r", str(CONTRACT_REQUIREMENTS), "-c", str(VF040_PINS)), timeout_s=1800),
             *_rollouts_and_verify(b_py, url, REPO / "fixtures" / "envs" / "b", run, label="b-", groups=groups, n=n,
-                                  tasksets=tasksets, env=b_env, record=True),
+                                  tasksets=tuple(t for t in tasksets if t in B_TASKSETS), env=b_env, record=True),
             # the new client (renderers 0.1.13.dev17): a top-k head and weight versions through the bridge
             Step("venv-vf041dev", ("uv", "venv", "--clear", "--python", py, vf041dev), produces=(vf041dev,),
                  timeout_s=300),
@@ -89,7 +97,8 @@ def sglang_cpu_plan(run_dir: str = str(REPO / "runs" / "e2e-sglang-cpu"), *, ver
     steps += [
         Step("real-sglang-tests", (py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=12", "-m",
                                    "sglang_cpu or live", str(REPO / "tests")),
-             env=(("SGLANG_URL", url), ("VF_SGLANG_CPU", "1")), cwd=str(REPO), timeout_s=1500),
+             env=(("SGLANG_URL", url), ("SGLANG_LOG", f"{run}/logs/sglang-server.log"), ("VF_SGLANG_CPU", "1")),
+             cwd=str(REPO), timeout_s=1500),
         Step("stop-sglang", ("start-sglang",), kind="stop", always=True),
     ]
     return steps

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from conformance.policies import TextPolicy
 from tests.contract.test_contract import env_config, run_groups
 
 pytestmark = pytest.mark.contract
+MINI_EVAL = Path(__file__).resolve().parents[2] / "fixtures" / "envs" / "b" / "arith-mini-v1.toml"
 
 
 REPLIES = iter(range(10_000))
@@ -99,17 +101,18 @@ async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_to
 
 
 async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_tokenizer) -> None:
+    # arith-mini-v1: the eval runs 2 traces, not arith-v1's 12 (one harness process each, in every B cell)
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
-        settings = Settings(verifiers_config=env_config("arith-v1"), hf_checkpoint=str(qwen3_tokenizer),
+        settings = Settings(verifiers_config=str(MINI_EVAL), hf_checkpoint=str(qwen3_tokenizer),
                             renderer_model_name="Qwen/Qwen3-0.6B", rollout_max_response_len=16,
                             rollout_max_context_len=1024, eval_interval=1, n_samples_per_eval_prompt=1,
                             rollout_global_dataset=False)
         result = await prepare_orchestrator(settings, engine=url).evaluate()
     (data,) = result.data.values()
-    assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 12
-    assert data["rewards"][0] == 1.0  # "What is 3 + 4?" is task 0
+    assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 2
+    assert data["rewards"] == [1.0, 0.0]  # "What is 3 + 4?" is task 0, "What is 7 + 5?" task 1
 
 
 async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen3_tokenizer, monkeypatch) -> None:

@@ -163,10 +163,26 @@ def test_the_sglang_cpu_rehearsal_runs_the_gpu_tiers_sglang_steps_without_cuda()
     assert start.argv[2:] == ("e2e.sglang_cpu", "serve", "--version", "0.5.16", "--deterministic", "--port",
                               "31999", "--log", "/tmp/rehearsal/logs/sglang-server.log")
     rollouts = [s for s in steps if s.name.startswith("rollouts-")]
-    assert {s.name for s in rollouts} == {f"rollouts-{p}{t}" for p in ("", "b-")
-                                          for t in ("arith-v1", "group-v1", "echo-tool-v1")}
+    # generation A records every bundled taskset; B the multi-turn tool taskset (B_TASKSETS says why)
+    assert {s.name for s in rollouts} == {*(f"rollouts-{t}" for t in ("arith-v1", "group-v1", "echo-tool-v1")),
+                                          "rollouts-b-echo-tool-v1"}
     assert all("--record" in s.argv and "--seed" not in s.argv for s in rollouts)  # the adapter must seed
     assert all(f"verify-{s.name.removeprefix('rollouts-')}" in names for s in rollouts)
+
+
+@pytest.mark.parametrize(("flags", "code", "rollouts"), [
+    ([], 0, ["rollouts-arith-v1", "rollouts-group-v1", "rollouts-echo-tool-v1", "rollouts-b-echo-tool-v1"]),
+    (["--no-generation-b", "--tasksets=echo-tool-v1"], 0, ["rollouts-echo-tool-v1"]),
+    (["--tasksets", "arith-v1,nope-v1"], 2, []),
+], ids=["all", "the-0516-lanes", "unknown-taskset"])
+def test_the_rehearsal_records_the_tasksets_it_is_given_and_refuses_unknown_ones(flags, code, rollouts,
+                                                                                 capsys) -> None:
+    from e2e.runner import main as runner
+
+    assert runner(["--tier", "sglang-cpu", "--dry-run", "--run-dir", "/tmp/rehearsal", *flags]) == code
+    out, err = capsys.readouterr()
+    assert [line.split()[1] for line in out.splitlines() if " rollouts-" in line] == rollouts
+    assert ("--tasksets 'arith-v1,nope-v1': choose from arith-v1, group-v1, echo-tool-v1" in err) == (code == 2)
 
 
 # ---- The Miles variant: Miles' own verifiers E2E, with the adapter as the rollout function.

@@ -312,6 +312,7 @@ def test_a_submit_case_runs_the_printed_ray_job_submit_form(tmp_path, ray_addres
     assert (problem in found[0]) if problem else found == []
 
 
-def test_one_real_sglang_case_goes_through_ray_job_submit() -> None:
+def test_the_legacy_case_goes_through_ray_job_submit_behind_miles_own_router() -> None:
+    # one Miles driver proves both: the job's printed form and the router Miles starts inside it
     (submitted,) = [c for c in lane.CASES if c.submit]
-    assert not submitted.planted and submitted.router == "engine"
+    assert not submitted.planted and submitted.legacy and submitted.router == "miles"

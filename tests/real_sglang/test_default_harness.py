@@ -1,10 +1,10 @@
 """Verifiers' default harness (the coding agent: bash + edit) against real SGLang on CPU: the model's
 bash call runs, its output comes back as a tool message, and the trace turns into samples.
 
-The session's own server (`sglang_cpu_server`) is given the tiny model's default-harness variant
+The tests' server (`real_sglang`: the lane's own) is given the tiny model's default-harness variant
 (`e2e.tiny.variants.default_harness`: the same architecture, trained to call bash under that harness's
-prompt) with `/update_weights_from_disk`, and the recipe's own weights back afterwards: no server
-is started for this test. Generation A (verifiers 0.2.0, `[harness] id = "default"`, subprocess
+prompt) with `/update_weights_from_disk`, and the served model's own weights back afterwards: no
+server is started for this test. Generation A (verifiers 0.2.0, `[harness] id = "default"`, subprocess
 runtime). Opt-in: VF_SGLANG_CPU=1 (the sglang-cpu lanes); on the lane of SGLang 0.5.16 (Miles' image
 pin) only: the harness and its engine calls are the same on 0.5.23, whose lane runs the null
 harness's tool episodes, and CI runs the 0.5.16 lane beside it with less to do.
@@ -34,9 +34,9 @@ BASH_CALL = re.compile(r'<tool_call>\s*(\{.*\})\s*</tool_call>', re.DOTALL)
 
 
 @pytest.fixture(scope="module")
-def harness_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+def harness_run(real_sglang, tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[tuple[list[dict[str, Any]], Path, Any]]:
-    server = request.getfixturevalue("sglang_cpu_server")
+    server = real_sglang
     if server.version != MILES_SGLANG:
         pytest.skip(f"run on SGLang {MILES_SGLANG}'s lane (tox -e sglang-cpu-0516), not {server.version}'s")
     variant = build_tiny_model(progress=False, recipe=default_harness(RECIPE))

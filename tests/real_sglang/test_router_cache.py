@@ -2,10 +2,10 @@
 workers behind smg, the same seeded multi-turn tool episodes (echo-tool-v1) under
 `consistent_hashing` and `round_robin` (`e2e.router.cache`; the figures are in docs/router.md).
 
-In the sglang-cpu lane the two workers are the lane's server and the session's own
-(`sglang_cpu_server`): no server is started for this test. Needs smg (the sglang-cpu lanes install
-it) and VF_SGLANG_CPU=1; measured on the main lane's SGLang (0.5.23) only: the routing is smg's,
-and two more echo-tool runs are not worth a second lane.
+The two workers are the tests' server (`real_sglang`: in the sglang-cpu lane, the lane's own) and a
+second one this module starts and ends (the only test that needs two). Needs smg (the sglang-cpu
+lanes install it) and VF_SGLANG_CPU=1; measured on the main lane's SGLang (0.5.23) only: the routing
+is smg's, and two more echo-tool runs are not worth a second lane.
 
 Nothing here depends on scheduling: one trace per task (no twin warms the other worker's cache)
 and one rollout at a time (a trace's next turn is the router's next call, so round_robin moves
@@ -15,7 +15,6 @@ every one of them), on deterministic workers with fixed seeds. The whole-run hit
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,25 +23,22 @@ import pytest
 
 from e2e.router.cache import POLICIES, TASKS, CacheFigures, markdown, measure
 from e2e.router.smg import SMG_VERSION, smg_binary
+from e2e.sglang_cpu.fixtures import ENABLE_ENV, lane_enabled
 from e2e.sglang_cpu.server import DEFAULT_VERSION, serving
 
 pytestmark = pytest.mark.sglang_cpu
 
 
 @pytest.fixture(scope="module")
-def workers(real_sglang, request: pytest.FixtureRequest) -> Iterator[list[str]]:
+def workers(real_sglang) -> Iterator[list[str]]:
     if real_sglang.version != DEFAULT_VERSION:
         pytest.skip(f"measured on SGLang {DEFAULT_VERSION} (tox -e sglang-cpu), not {real_sglang.version}")
+    if not lane_enabled():
+        pytest.skip(f"starts a second real SGLang on CPU: set {ENABLE_ENV}=1 (tox -e sglang-cpu)")
     if smg_binary() is None:
         pytest.fail(f"needs smg=={SMG_VERSION} beside this Python: `uv pip install smg=={SMG_VERSION}` (the "
                     "sglang-cpu lanes install it), or name the binary in VF_SGLANG_SMG", pytrace=False)
-    session = request.getfixturevalue("sglang_cpu_server")
-    with contextlib.ExitStack() as stack:
-        second = session if session.url != real_sglang.url else stack.enter_context(
-            serving(real_sglang.version, deterministic=True, model_dir=real_sglang.model_dir))
-        assert Path(second.model_dir).resolve() == real_sglang.model_dir.resolve(), (
-            f"the workers serve other models ({real_sglang.model_dir} and {second.model_dir}): serve the tiny "
-            "model's default build (`python -m e2e.sglang_cpu serve --deterministic`) at SGLANG_URL")
+    with serving(real_sglang.version, deterministic=True, model_dir=real_sglang.model_dir) as second:
         yield [real_sglang.url, second.url]
 
 

@@ -121,10 +121,11 @@ def test_report_has_a_row_per_step_the_load_and_the_failures() -> None:
 
 
 @pytest.mark.parametrize(("steps", "window", "expected", "runs"), [
+    (5, 1, [0, 4], [[4]]),
     (6, 2, [0, 1, 4, 5], [[1], [4, 5]]),
     (4, 2, [0, 1, 2, 3], [[1, 2, 3]]),
     (8, 3, [0, 1, 2, 5, 6, 7], [[1, 2], [5, 6, 7]]),
-], ids=["lane-default", "windows-meet", "wider-windows"])
+], ids=["lane-default", "two-step-windows", "windows-meet", "wider-windows"])
 def test_the_control_runs_only_the_windows_its_flat_check_reads_and_takes_step_0_from_the_learning_run(
         steps, window, expected, runs) -> None:
     config = RLConfig(steps=steps, window=window)

@@ -1,8 +1,8 @@
 """Real SGLang on CPU, started and stopped by `serving`: it answers, and leaves no process behind.
 
-Opt-in (`VF_SGLANG_CPU=1`, marker `sglang_cpu`). This module sorts before test_sglang_cpu_server.py
-on purpose: its own server is gone before the session server starts (two would not fit a
-2-core, 24 GB machine)."""
+Opt-in (`VF_SGLANG_CPU=1`, marker `sglang_cpu`). On its lane it runs beside that lane's server alone:
+the tests there share the lane's one server (tests/real_sglang/conftest.py), so no session server is
+started beside them."""
 
 from __future__ import annotations
 

@@ -96,8 +96,9 @@ LANES: dict[str, Lane] = {
         summary='the newest published releases judged the day they appear',
         harness='none here: `tools/canary/` (resolution, cells, report, `bump`, the gate rules)'),
     "sglang-cpu": Lane(("sglang-cpu",), (
-        "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generations A and B, "
-        "multi-turn tool turns verified against the recording), abort, radix cache, weight updates, seeds",
+        "real SGLang 0.5.23 on CPU: the GPU tier's SGLang steps (check, recorded rollouts of generation A's "
+        "bundled tasksets and generation B's multi-turn tool taskset, tool turns verified against the recording), "
+        "abort, radix cache, weight updates, seeds",
         "the lane's two servers behind smg: consistent hashing keeps a trace's turns on its worker and hits the "
         "prefix cache more",
     ), (*ENGINE_LEG, "e2e/router/cache.py", "tests/real_sglang/*", "uv.lock"),
@@ -106,7 +107,7 @@ LANES: dict[str, Lane] = {
         harness='`sglang_cpu/`, `plans/sglang_cpu.py`, `judges/`, `router/cache.py`'),
     "sglang-cpu-0516": Lane(("sglang-cpu-0516",), (
         "real SGLang 0.5.16 (Miles' image pin): what differs between SGLang versions — check's live conformance "
-        "checks, generation A's recorded rollouts and tool turns, abort, radix cache, weight updates, seeds",
+        "checks, generation A's recorded multi-turn tool rollouts, abort, radix cache, weight updates, seeds",
         "Verifiers' default harness (bash + edit) on real SGLang; serving's lifecycle (one lane suffices: the same "
         "on every SGLang version; here, beside the 0.5.23 lane's longer run)",
     ), ENGINE_LEG,
@@ -120,9 +121,9 @@ LANES: dict[str, Lane] = {
         summary='the real router (smg) before two engines: routing, a killed worker, retries, abort',
         harness='`router/smg.py` (smg and engines as processes)'),
     "rl-cpu": Lane(("rl-cpu",), (
-        "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 → ≥ 0.8 in 6 steps, "
-        "mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
-        "the lr-0 control on the same seeds stays flat (its first and last windows only)",
+        "the adapter's samples teach a tool call through real SGLang 0.5.23: reward ≤ 0.35 at step 0 → ≥ 0.8 at "
+        "step 4, mismatch KL ≤ 1e-3 (tool turns too), one weight version per turn",
+        "the lr-0 control on the same seeds stays flat (step 0 against step 4: it runs step 4 only)",
     ), ("e2e/rl_cpu/*", "tests/rl_cpu/*", "adapter/miles/*", "adapter/samples/conversion.py",
         "adapter/reference/tiny_*", "e2e/tiny/*", "e2e/sglang_cpu/*", "uv.lock"),
         summary="the adapter's samples teach a tool call through real SGLang",
@@ -193,6 +194,14 @@ MOVED: tuple[tuple[str, str], ...] = (
     ("generation B's recorded rollouts on SGLang 0.5.16",
      "sglang-cpu (0.5.23) only: generation B differs on the adapter's side, not the engine's; the engine "
      "wire both generations send is the one 0.5.16 is checked on (check, generation A's rollouts)"),
+    ("generation B's recorded single-turn rollouts on real SGLang (arith-v1, group-v1)",
+     "sglang-cpu records B's multi-turn tool taskset (echo-tool-v1), whose episodes make every kind of engine "
+     "call the single-turn ones make and more; B's single-turn rewards and group rewards are judged in every B "
+     "matrix cell (tests/contract); B differs from A before the bridge, which builds SGLang's /generate with the "
+     "same code for both"),
+    ("the single-turn tasksets' recorded rollouts on SGLang 0.5.16 (arith-v1, group-v1)",
+     "sglang-cpu-0516 records the multi-turn tool taskset alone (a first turn is what a single-turn episode "
+     "sends); 0.5.23's lane records all three"),
     ("the canary's cells whose newest set is exactly a matrix cell's pins (run twice before)",
      "matrix: the canary installs each cell, compares what it installed with the matrix cells' pins and leaves a "
      "cell with exactly one of them to that matrix cell, which runs the same tests/contract on the same packages "
@@ -202,10 +211,15 @@ MOVED: tuple[tuple[str, str], ...] = (
     ("the lr-0 control's step 0 (run a second time before)",
      "rl-cpu: the learning run's step 0 is the control's step 0 (the same version-0 weights and seeds on a "
      "deterministic server: the same samples; the same rewards in all 8 runs docs/rl-cpu.md recorded, the KL "
-     "apart only by the trainer's float noise, ≤ 1.3e-13), so the control runs steps 1, 4 and 5"),
-    ("the lr-0 control's middle steps (2, 3)",
+     "apart only by the trainer's float noise, ≤ 1.3e-13), so the control runs its last step alone"),
+    ("the lr-0 control's middle steps",
      "dropped: the control's claim is its first and last windows; KL and weight versions are judged on every "
      "learning step and on the control steps that run"),
+    ("the reward checks' two-step windows (steps 0-1 against 4-5 of 6; the control's steps 1, 4, 5)",
+     "rl-cpu: one-step windows, step 0 against step 4 of 5 (each step is every task 4 times; the run is "
+     "deterministic, so a second step per window averaged no noise between runs: the 3 stress runs and the CI run of "
+     "2026-12-06 had the same step rewards, 0.188, 0.250, 0.688, 0.875, 1.000, 1.000); the control runs step 4 "
+     "alone"),
     ("tests/rl_cpu, tests/miles_cpu and tests/canary's pure checks (run twice before)",
      "fast only: rl-cpu runs just the tests that need torch or matplotlib, canary just the planted release "
      "(it needs the package index), miles none"),
@@ -221,8 +235,12 @@ MOVED: tuple[tuple[str, str], ...] = (
      "(tests/reference/test_reference_engine.py); its Miles binding runs in router "
      "(tests/router/test_miles_binding.py)"),
     ("the legacy function on real SGLang through real Miles, the driver run directly (sglang-legacy)",
-     "miles: sglang-legacy-job-submit (the same case, launched by the printed `ray job submit`) and "
-     "sglang-miles-router (the driver run directly, behind Miles' router)"),
+     "miles: sglang-legacy-job-submit-miles-router (the same case, launched by the printed `ray job submit`, "
+     "behind Miles' own router); the class case runs its driver directly"),
+    ("the legacy function through `ray job submit` and behind Miles' router (two cases, two Miles drivers before)",
+     "miles: one case, sglang-legacy-job-submit-miles-router: the job's printed form and the router Miles "
+     "starts inside the job are each a property of the launch, judged on the same run (a Miles driver, its Ray "
+     "workers and episodes cost the lane ~70 s)"),
     ("the GPU plan's installs compile bytecode (new), rehearsed on CPU",
      "sglang-cpu: its SGLang venv and generation B's venv-vf040 install with --compile-bytecode; the fast "
      "lane's rehearsal of the GPU steps installs without it (35-45 s a time) and the snapshot locks the flag"),

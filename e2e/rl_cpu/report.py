@@ -59,10 +59,22 @@ def _means(steps: list[StepRecord], window: int) -> tuple[float, float]:
     return window_means(steps, window) if len(steps) >= window else (float("nan"), float("nan"))
 
 
+def _ends(steps: list[StepRecord], window: int) -> tuple[str, str]:
+    """How the report names the two windows: "step 0" and "step 4", or "steps 0-1" and "steps 4-5"."""
+    def name(chosen: list[StepRecord]) -> str:
+        if not chosen:
+            return "no steps"
+        first, last = chosen[0].step, chosen[-1].step
+        return f"step {first}" if first == last else f"steps {first}-{last}"
+
+    return name(steps[:window]), name(steps[-window:])
+
+
 def markdown(run: RunRecord, failed: list[str], plot_name: str | None = "rl-cpu.png") -> str:
     window = int(run.config.get("window", 2))
     first, last = _means(run.steps, window)
     control_first, control_last = _means(run.control, window)
+    starts, ends = _ends(run.steps, window)
     model = MODELS.get(str(run.config.get("model", "arith-only")), str(run.config.get("model")))
     settings = ", ".join(f"{name} {run.config[name]}" for name in SETTINGS if name in run.config)
     lines = [
@@ -83,7 +95,7 @@ def markdown(run: RunRecord, failed: list[str], plot_name: str | None = "rl-cpu.
         f"{_load(run.load_after)} at the end.",
         f"- Time: {run.total_s:.0f} s in all, SGLang start-up {run.startup_s:.0f} s included.",
         f"- Settings: {settings}.",
-        f"- Reward: mean of the first {window} steps {first:.3f}, of the last {window} steps {last:.3f}; "
+        f"- Reward: mean of {starts} {first:.3f}, of {ends} {last:.3f}; "
         f"the lr-0 control: {control_first:.3f}, then {control_last:.3f}.",
         "- Mismatch KL: k3, E[exp(d) − d − 1] with d = trainer − rollout log-prob, over the tokens under "
         "`loss_mask`, at the rollout temperature. The planted-bug columns are the same KL on the same "

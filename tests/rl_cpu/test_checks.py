@@ -116,8 +116,13 @@ def test_report_has_a_row_per_step_the_load_and_the_failures() -> None:
     text = markdown(run, ["step 2: mismatch KL too high"])
     assert "load average (1/5/15 min) 1.00 / 1.50 / 2.00 at the start" in text
     assert "- FAILED: step 2: mismatch KL too high" in text and "![reward and mismatch KL per step](rl-cpu.png)" in text
-    assert "first 2 steps 0.250, of the last 2 steps 0.850; the lr-0 control: 0.225, then 0.250" in text
+    assert "mean of steps 0-1 0.250, of steps 2-3 0.850; the lr-0 control: 0.225, then 0.250" in text
     assert "## Per step: the control (learning rate 0, same seeds)" in text
+
+
+def test_one_step_windows_are_named_by_their_step() -> None:
+    run = dataclasses.replace(run_of(GOOD), config={**CONFIG, "window": 1})
+    assert "- Reward: mean of step 0 0.200, of step 3 0.900; the lr-0 control: 0.200, then 0.200." in markdown(run, [])
 
 
 @pytest.mark.parametrize(("steps", "window", "expected", "runs"), [

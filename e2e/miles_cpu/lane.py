@@ -289,7 +289,8 @@ def load_artifacts(case_dir: Path, num_rollout: int) -> tuple[dict[int, Any], di
 
 
 def summary(results: Sequence[CaseResult]) -> str:
-    rows = [f"{r.name:<28} {'ok' if r.ok else 'FAILED':<7} {r.seconds:>6.1f} s  {r.rollout_function_path}"
+    width = max((len(r.name) for r in results), default=0)
+    rows = [f"{r.name:<{width}} {'ok' if r.ok else 'FAILED':<7} {r.seconds:>6.1f} s  {r.rollout_function_path}"
             + (f"  failing worker: {r.failing_worker_calls} calls per failing turn" if r.failing_worker_calls else "")
             for r in results]
     problems = [f"  {r.name}: {p}" for r in results for p in r.problems]

@@ -98,8 +98,10 @@ class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' Base
         checkpoint.save(self.orchestrator, self.args, rollout_id)
 
     def load(self, rollout_id: int | None) -> None:
-        """Continue from `rollout_id`'s saved state; None is a fresh start. A missing or corrupt
-        state is a `ResumeStateError` naming the file."""
+        """Miles calls this on every start with `start_rollout_id - 1` (#1845): continue from the
+        state `--load` holds for `rollout_id`. None, a negative id or no `--load` is a fresh start;
+        a missing state file a fresh start with a warning; a corrupt or foreign state a
+        `ResumeStateError` naming the file (adapter.miles.checkpoint)."""
         checkpoint.load(self.orchestrator, self.args, rollout_id)
 
 

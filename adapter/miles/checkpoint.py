@@ -1,16 +1,26 @@
-"""The rollout function's own checkpoint, beside Miles' (Miles calls `save(rollout_id)` and
-`load(rollout_id)` on every checkpoint: `BaseRolloutFn`, #1845): one JSON file per rollout id,
+"""The rollout function's own checkpoint, beside Miles' (Miles calls `save(rollout_id)` on every
+checkpoint and `load(start_rollout_id - 1)` on every start: `BaseRolloutFn`, #1845): one JSON file
+per rollout id, holding `adapter.rollout.run_state.RunState`:
 
     {--save}/rollout/vf_sglang_state_{rollout_id}.json     written by save
-    {--load or --save}/rollout/vf_sglang_state_{rollout_id}.json   read by load
+    {--load}/rollout/vf_sglang_state_{rollout_id}.json     read by load
 
-holding `adapter.rollout.run_state.RunState`. `load(None)` is a fresh start. A file that is
-missing, unreadable or not a state is a `ResumeStateError` naming it: a resumed run never starts
-silently from zero. Writes are atomic (a temporary file renamed over the old one).
+The start-up contract, as Miles' own data source keeps it (resume reads only `--load`):
+
+    load(None) or a negative id (a fresh run: load(-1))     a fresh start; nothing is read
+    no --load (e.g. --start-rollout-id K alone)             a fresh start at Miles' rollout id
+    --load, the state file there                            restored exactly
+    --load, no state file (a base model, a run saved        a fresh start at Miles' rollout id,
+      before the adapter kept state)                          with a warning naming the file
+    --load, a corrupt state or another run's                `ResumeStateError` naming the file
+    save without --save                                     `ConfigurationError`
+
+Writes are atomic (a temporary file renamed over the old one).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -21,6 +31,8 @@ from pydantic import ValidationError
 from adapter.errors import ConfigurationError, ResumeStateError
 from adapter.rollout.orchestrator import Orchestrator
 from adapter.rollout.run_state import RunState
+
+logger = logging.getLogger(__name__)
 
 
 def state_path(directory: str | os.PathLike[str], rollout_id: int) -> Path:
@@ -38,10 +50,7 @@ def read_state(path: Path, rollout_id: int) -> RunState:
     try:
         text = path.read_text()
     except FileNotFoundError as exc:
-        raise ResumeStateError(
-            f"no saved rollout state at {path}: Miles resumes rollout {rollout_id} but the rollout function's "
-            f"checkpoint is missing (saved by `save({rollout_id})` beside Miles' own); point --load at the run's "
-            "save directory, or start afresh without --load", path=path) from exc
+        raise ResumeStateError(f"the saved rollout state {path} vanished while it was read", path=path) from exc
     except OSError as exc:
         raise ResumeStateError(f"the saved rollout state {path} cannot be read: {exc}", path=path) from exc
     try:
@@ -66,13 +75,20 @@ def save(orchestrator: Orchestrator, args: Any, rollout_id: int) -> Path:
 
 
 def load(orchestrator: Orchestrator, args: Any, rollout_id: int | None) -> Path | None:
-    if rollout_id is None:
+    """Restore `rollout_id`'s state from `--load` (module docstring: the start-up contract); the
+    path restored, or None for a fresh start."""
+    if rollout_id is None or rollout_id < 0:
         return None
-    directory = getattr(args, "load", None) or getattr(args, "save", None)
+    directory = getattr(args, "load", None)
     if not directory:
-        raise ResumeStateError(f"load({rollout_id}): Miles gave neither --load nor --save to read the rollout "
-                               "state from", path=None)
+        return None
     path = state_path(directory, rollout_id)
+    if not path.exists():
+        logger.warning(
+            "load(%d): no saved rollout state at %s (a base-model checkpoint, or a run saved before the adapter "
+            "kept its state): starting afresh at rollout %d, so tasks drawn before the checkpoint may repeat or be "
+            "skipped", rollout_id, path, rollout_id + 1)
+        return None
     try:
         orchestrator.restore(read_state(path, rollout_id))
     except ResumeStateError:

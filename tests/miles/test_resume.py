@@ -1,7 +1,9 @@
 """Resume where it stopped: Miles calls the rollout function's `save(rollout_id)` on every
-checkpoint and `load(rollout_id)` when a run resumes (adapter.miles.checkpoint). A run with drops
-and over-sampling, checkpointed and resumed in a new process, draws exactly the tasks and seeds
-an uninterrupted run draws; a state that is missing or corrupt is a typed error naming the file."""
+checkpoint and `load(start_rollout_id - 1)` on every start (#1845; adapter.miles.checkpoint). A
+run with drops and over-sampling, checkpointed and resumed in a new process, draws exactly the
+tasks and seeds an uninterrupted run draws; a fresh start reads nothing; a `--load` without the
+adapter's state starts afresh with a warning; a corrupt or foreign state is a typed error naming
+the file. The same start-up order through the class ABI, on real episodes: test_startup.py."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ import pytest
 
 from adapter.config.settings import Settings
 from adapter.engine.session import EngineSession
-from adapter.errors import ResumeStateError
+from adapter.errors import ConfigurationError, ResumeStateError
 from adapter.miles import checkpoint
 from adapter.rollout.orchestrator import Orchestrator
+from conformance.engine import ScriptedEngine
+from conformance.mocking import mock_host
 from tests.fakes import FakeBackend
 from tests.miles.resume_run import SETTINGS, TASKS
 
@@ -51,23 +55,70 @@ def _orchestrator() -> Orchestrator:
                         model="m", env_id="resume")
 
 
-def test_load_none_is_a_fresh_start(tmp_path) -> None:
+def _saved(directory: Path, rollout_id: int, cursor: int) -> Orchestrator:
+    saved = _orchestrator()
+    saved._cursor = cursor
+    checkpoint.save(saved, Namespace(save=str(directory)), rollout_id)
+    return saved
+
+
+@pytest.mark.parametrize(("case", "saved_at", "args", "rollout_id", "restored"), [
+    # Miles' start-up calls load(start_rollout_id - 1): a fresh run's is load(-1), and it reads nothing
+    ("a fresh run: load(-1)", "load", {"save": "dir", "load": "dir"}, -1, False),
+    ("load(None)", "load", {"save": "dir", "load": "dir"}, None, False),
+    ("a fresh run without --save or --load", None, {"save": None, "load": None}, -1, False),
+    # --start-rollout-id 3 alone: load(2); resume reads only --load, never --save
+    ("--start-rollout-id 3 without --load", "save", {"save": "dir", "load": None}, 2, False),
+    ("--load holding the state", "load", {"save": None, "load": "dir"}, 2, True),
+])
+def test_start_up_reads_a_state_only_from_load(tmp_path, case, saved_at, args, rollout_id, restored) -> None:
+    if saved_at is not None:
+        _saved(tmp_path, 2, cursor=17)
     orchestrator = _orchestrator()
-    assert checkpoint.load(orchestrator, Namespace(save=None, load=None), None) is None
-    assert orchestrator.checkpoint(0).cursor is None
+    namespace = Namespace(**{key: str(tmp_path) if value else None for key, value in args.items()})
+    path = checkpoint.load(orchestrator, namespace, rollout_id)
+    assert (path == checkpoint.state_path(tmp_path, 2)) is restored, case
+    assert orchestrator.checkpoint(2).cursor == (17 if restored else None), case
+
+
+async def test_a_fresh_start_draws_from_miles_rollout_id(tmp_path) -> None:
+    """--start-rollout-id 3 without --load: load(2) reads nothing and rollout 3 draws from 3 × batch on."""
+    engine, backend = ScriptedEngine(), FakeBackend(list(TASKS))
+    orchestrator = Orchestrator(settings=Settings(**SETTINGS), backend=backend, engine=EngineSession(engine.url),
+                                model="m", env_id="resume")
+    assert checkpoint.load(orchestrator, Namespace(save=str(tmp_path), load=None), 2) is None
+    with mock_host(engine.url, engine.handle):
+        await orchestrator.train(3)
+    order = orchestrator._order
+    first = 3 * SETTINGS["rollout_batch_size"]
+    assert backend.calls[0][0] == order[first % len(order)]
+
+
+def test_load_without_the_adapters_state_starts_afresh_with_a_warning_naming_the_file(tmp_path, caplog) -> None:
+    """A base-model checkpoint, or a run saved before the adapter kept state: Miles goes on, so does the adapter."""
+    orchestrator = _orchestrator()
+    with caplog.at_level("WARNING", logger="adapter.miles.checkpoint"):
+        assert checkpoint.load(orchestrator, Namespace(save=None, load=str(tmp_path)), 4) is None
+    assert orchestrator.checkpoint(4).cursor is None
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert str(checkpoint.state_path(tmp_path, 4)) in warning
+    assert "may repeat or be skipped" in warning
+
+
+def test_save_without_save_directory_is_a_typed_error() -> None:
+    with pytest.raises(ConfigurationError, match="--save"):
+        checkpoint.save(_orchestrator(), Namespace(save=None, load=None), 0)
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (None, "no saved rollout state at"),
     ("{not json", "is corrupt"),
     ('{"format": 1, "rollout_id": 4}', "is corrupt"),
     ("[]", "is corrupt"),
 ])
-def test_a_missing_or_corrupt_state_is_a_typed_error_naming_the_file(tmp_path, content, message) -> None:
+def test_a_corrupt_state_is_a_typed_error_naming_the_file(tmp_path, content, message) -> None:
     path = checkpoint.state_path(tmp_path, 4)
-    if content is not None:
-        path.parent.mkdir(parents=True)
-        path.write_text(content)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
     with pytest.raises(ResumeStateError, match=message) as caught:
         checkpoint.load(_orchestrator(), Namespace(save=None, load=str(tmp_path)), 4)
     assert caught.value.path == path and str(path) in str(caught.value)

@@ -22,6 +22,9 @@ Per rollout id `r` of the run:
     unbiased std, as Miles computes it);
   * Miles' logged `perf <r>` metrics include the adapter's own (`verifiers/*`) beside Miles'
     `rollout/*` and `perf/*`, with `verifiers/traces` ≥ the batch's sample count.
+
+A resumed run (`resume_problems`) draws, per rollout, exactly the uninterrupted run's samples: the
+same tasks, tokens, loss masks and rewards, and the same group and sample indices.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Expectation:
     has_rollout_id: bool  # whether the installed Miles' Sample has the field
     tool_response_id: int | None = None  # the tokenizer's `<tool_response>`: a tool case's masked spans hold it
     multi_turn_share: float = 0.0  # the least share of samples with two or more model turns
+    first_rollout: int = 0  # a resumed run's --start-rollout-id: it trains first_rollout..num_rollout-1
 
 
 def _turn_problems(where: str, s: Mapping[str, Any], expect: Expectation) -> list[str]:
@@ -179,11 +183,34 @@ def metric_problems(rollout_id: int, logged: Mapping[str, Any], expect: Expectat
     return []
 
 
+def _draw(s: Mapping[str, Any]) -> tuple[Any, ...]:
+    meta = (s.get("metadata") or {}).get("verifiers") or {}
+    return (meta.get("task_index"), list(s["tokens"]), list(s["loss_mask"] or []), s["reward"])
+
+
+def resume_problems(rollout_id: int, straight: Mapping[str, Any], resumed: Mapping[str, Any]) -> list[str]:
+    """A run resumed at `rollout_id` (from the state saved after rollout_id - 1) against the run
+    that went on uninterrupted: the same tasks, token for token (seeded by the task cursor on a
+    deterministic engine), with the same rewards, and the same group and sample indices (the
+    counters). Compared as sets: the order in which groups finish may differ between runs."""
+    where = f"resumed rollout {rollout_id}"
+    a, b = straight["samples"], resumed["samples"]
+    problems = []
+    if sorted(map(repr, map(_draw, a))) != sorted(map(repr, map(_draw, b))):
+        problems.append(f"{where}: drew tasks {sorted(_draw(s)[0] for s in b)} (or other tokens or rewards); the "
+                        f"uninterrupted run drew {sorted(_draw(s)[0] for s in a)}")
+    for key in ("group_index", "index"):
+        if sorted(s[key] for s in a) != sorted(s[key] for s in b):
+            problems.append(f"{where}: {key} {sorted(s[key] for s in b)}; the uninterrupted run's "
+                            f"{sorted(s[key] for s in a)}")
+    return problems
+
+
 def problems(dumps: Mapping[int, Mapping[str, Any]], converted: Mapping[int, Mapping[str, Any]],
              logged: Mapping[int, Mapping[str, Any]], expect: Expectation) -> list[str]:
     """Every breach across the run's rollouts (module docstring)."""
     found: list[str] = []
-    for rollout_id in range(expect.num_rollout):
+    for rollout_id in range(expect.first_rollout, expect.num_rollout):
         if rollout_id not in dumps or rollout_id not in converted:
             found.append(f"rollout {rollout_id}: no dump or no converted batch (Miles never trained on it)")
             continue

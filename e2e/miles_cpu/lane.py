@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from e2e.miles_cpu import LANE_DIR_VAR, checks
+from e2e.miles_cpu import LANE_DIR_VAR, STARTUP_VAR, checks
 
 REPO = Path(__file__).resolve().parents[2]
 ENVS = REPO / "fixtures" / "envs"
@@ -56,6 +56,19 @@ ROUTER_POLICY = "consistent_hashing"  # a trace's turns stay on one worker (the 
 
 
 @dataclass(frozen=True)
+class Resume:
+    """`--load DIR --start-rollout-id 1`: DIR is `load_from`'s save directory (its rollout function's
+    state for rollout 0; the case then trains rollout 1 and must draw what `load_from` drew), or,
+    with `load_from` None, a checkpoint directory without the adapter's state (the case must start,
+    and its driver log carry the adapter's warning naming the file). Either way DIR holds the
+    Megatron marker `latest_checkpointed_iteration.txt` that a run without --debug-rollout-only
+    writes: without it Miles' parse_args replaces --load and starts at rollout 0 (load(-1))."""
+
+    load_from: str | None
+    start_rollout_id: int = 1
+
+
+@dataclass(frozen=True)
 class Case:
     name: str
     legacy: bool  # the legacy function ABI (else the class)
@@ -67,11 +80,24 @@ class Case:
     # the printed command's `ray job submit` form against the lane's Ray dashboard (else the driver
     # run directly against the GCS address, with the job's runtime env handed over as Ray would)
     submit: bool = False
+    # Miles #1845's start-up and checkpoint order (e2e.miles_cpu.pr1845), with `--save <case>/ckpt
+    # --save-interval 1`: the rollout class' save(r) after every rollout, load(start - 1) at start
+    pr1845: bool = False
+    resume: Resume | None = None  # a run started with --load (Miles calls load(start_rollout_id - 1))
 
+
+START_WARNING = "no saved rollout state at"  # adapter.miles.checkpoint's warning, with the file after it
+MEGATRON_MARKER = "latest_checkpointed_iteration.txt"
 
 CASES = (
+    # a fresh run with --save and no --load, in #1845's order: load(-1), then save(0), save(1)
     Case("sglang-class-echo-tool", legacy=False, config=ECHO_TOOL, multi_turn_share=0.5,
-         verify_env="echo-tool-v1"),
+         verify_env="echo-tool-v1", pr1845=True),
+    # a new process with --load at start_rollout_id 1: load(0) restores, rollout 1 draws what the first run drew
+    Case("sglang-class-echo-tool-resume", legacy=False, config=ECHO_TOOL, pr1845=True,
+         resume=Resume(load_from="sglang-class-echo-tool")),
+    # --load at a checkpoint without the adapter's state: it starts, with the warning
+    Case("sglang-class-load-without-state", legacy=False, pr1845=True, resume=Resume(load_from=None)),
     # the legacy function, launched by the printed `ray job submit`, behind Miles' own router: miles-rl
     # 0.0.2 refuses --sglang-router-policy under its class ABI opt-in (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1,
     # an assert in its sglang validate_args). One case for both: each is a property of the launch
@@ -131,6 +157,30 @@ def miles_args(engine_url: str, case_dir: Path, model_dir: Path, *, deterministi
             "--save-debug-rollout-data", str(case_dir / "rollout_{rollout_id}.pt"), *megatron_model_args(model_dir)]
 
 
+def save_dir(case_dir: Path) -> Path:
+    return case_dir / "ckpt"
+
+
+def load_dir(case: Case, case_dir: Path) -> Path:
+    """A resumed case's --load: `load_from`'s save directory, or a checkpoint of its own without
+    the adapter's state; either holds Megatron's marker (`Resume`)."""
+    assert case.resume is not None
+    directory = (save_dir(case_dir.parent / case.resume.load_from) if case.resume.load_from
+                 else case_dir / "checkpoint-without-adapter-state")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / MEGATRON_MARKER).write_text(f"{case.resume.start_rollout_id}\n")
+    return directory
+
+
+def checkpoint_args(case: Case, case_dir: Path) -> list[str]:
+    """Miles' checkpoint flags: `--save` every rollout under #1845's order, `--load` and the first
+    rollout for a resumed case."""
+    args = ["--save", str(save_dir(case_dir)), "--save-interval", "1"] if case.pr1845 else []
+    if case.resume is not None:
+        args += ["--load", str(load_dir(case, case_dir)), "--start-rollout-id", str(case.resume.start_rollout_id)]
+    return args
+
+
 def parse_printed(line: str) -> tuple[dict[str, str], list[str]]:
     """`NAME=value ... argv` (one POSIX shell line, as `MilesLaunch.shell` prints) → (env, argv)."""
     words = shlex.split(line)
@@ -148,12 +198,13 @@ def printed_command(venv_python: Path, case: Case, *, ray_address: str, checkpoi
 
     # MILES_HOST_IP: the address Miles binds its own router to (the namespace has loopback only)
     explicit = {LANE_DIR_VAR: str(case_dir), "MILES_USE_LEGACY_ROLLOUT_V1": "1" if case.legacy else "0",
-                "MILES_HOST_IP": "127.0.0.1"}
+                "MILES_HOST_IP": "127.0.0.1", **({STARTUP_VAR: "pr1845"} if case.pr1845 else {})}
     router = router_args(engine_url, case.router, failing_url=failing_url, port=free_port())
     argv = [str(venv_python), "-m", "adapter.cli", "miles-command", "--config", str(case.config),
             "--hf-checkpoint", str(checkpoint), "--train-script", str(TRAIN_SCRIPT), "--python", str(venv_python),
             "--ray-address", ray_address, "--extra-env-vars", json.dumps(explicit),
-            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=True, router=router)]
+            "--", *miles_args(engine_url, case_dir, model_dir, deterministic=True, router=router),
+            *checkpoint_args(case, case_dir)]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
            "PYTHONPATH": str(REPO)}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)
@@ -244,12 +295,14 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
     if code != 0:
         result.problems.append(f"the driver exited {code}: see {log_path}")
         return result
+    first = case.resume.start_rollout_id if case.resume else 0
     expect = checks.Expectation(SHAPE["rollout_batch_size"], SHAPE["n_samples_per_prompt"], SHAPE["num_rollout"],
                                 weight_version=engine_version, has_rollout_id=has_rollout_id,
                                 tool_response_id=tool_response_id(model_dir) if case.multi_turn_share else None,
-                                multi_turn_share=case.multi_turn_share)
+                                multi_turn_share=case.multi_turn_share, first_rollout=first)
     dumps, converted = load_artifacts(case_dir, SHAPE["num_rollout"])
     result.problems += checks.problems(dumps, converted, checks.logged_metrics(text), expect)
+    result.problems += startup_problems(case, case_dir, dumps, text)
     if case.verify_env is not None:
         result.problems += verify_dump(case_dir / "rollout_0.pt", case.verify_env)
     if case.router != "engine":
@@ -257,6 +310,32 @@ def run_case(case: Case, *, venv: Path, ray_address: str, engine_url: str, engin
         result.problems += router_problems(case.router, argv, result.failing_worker_calls)
     result.ok = not result.problems
     return result
+
+
+def startup_problems(case: Case, case_dir: Path, dumps: dict[int, Any], log_text: str) -> list[str]:
+    """#1845's order, judged: the rollout class saved its state after every rollout it trained; a
+    resumed case drew exactly what the run it resumed drew, or, resumed from a checkpoint without
+    the adapter's state, started with the warning naming the file."""
+    if not case.pr1845:
+        return []
+    first = case.resume.start_rollout_id if case.resume else 0
+    problems = [f"save({r}) wrote no rollout state at {path}" for r in range(first, SHAPE["num_rollout"])
+                if not (path := save_dir(case_dir) / "rollout" / f"vf_sglang_state_{r}.json").is_file()]
+    if case.resume is None:
+        return problems
+    if case.resume.load_from is None:
+        missing = load_dir(case, case_dir) / "rollout" / f"vf_sglang_state_{first - 1}.json"
+        if f"{START_WARNING} {missing}" not in log_text:
+            problems.append(f"no warning naming {missing} in the driver log: the start from a checkpoint without "
+                            "the adapter's state went unannounced")
+        return problems
+    straight, _ = load_artifacts(case_dir.parent / case.resume.load_from, SHAPE["num_rollout"])
+    for rollout_id in range(first, SHAPE["num_rollout"]):
+        if rollout_id not in straight or rollout_id not in dumps:
+            problems.append(f"rollout {rollout_id}: no dump of {case.resume.load_from} or of this run to compare")
+            continue
+        problems += checks.resume_problems(rollout_id, straight[rollout_id], dumps[rollout_id])
+    return problems
 
 
 def tool_response_id(model_dir: Path) -> int:

@@ -5,7 +5,10 @@ Miles' unchanged `create_training_models` in place of `allocate_train_group`. Ev
 `parse_args` (with the rollout class' `add_arguments`), `create_placement_groups`,
 `create_rollout_manager`, `RolloutManager.generate` (the rollout function, flattening, trimming,
 `--save-debug-rollout-data`, conversion, the dp split), the weight-update and save calls, the loop
-and `dispose` — is Miles' code, called as train.py calls it. It is run exactly as
+and `dispose` — is Miles' code, called as train.py calls it. With `VF_SGLANG_MILES_STARTUP=pr1845`
+it runs Miles #1845's start-up and checkpoint order instead (`e2e.miles_cpu.pr1845`: the executor
+passes save/load on to the rollout class, `load(start_rollout_id - 1)` on every start, the
+executor's save on every checkpoint). It is run exactly as
 `vf-sglang miles-command --train-script e2e/miles_cpu/train.py --ray-address 127.0.0.1:PORT`
 prints, inside the Miles venv. Offloading (GPU memory tags) is not part of a CPU run.
 """
@@ -22,6 +25,7 @@ from miles.utils.logging_utils import configure_logger
 from miles.utils.misc import should_run_periodic_action
 from miles.utils.tracking_utils import init_tracking
 
+from e2e.miles_cpu import pr1845
 from e2e.miles_cpu.actor import allocate_stand_in_group
 
 
@@ -30,10 +34,15 @@ async def train(args: Any) -> None:
     assert not (args.offload_rollout or args.offload_train), "offloading moves GPU memory: not on a CPU run"
     configure_logger()
     pgs = create_placement_groups(args)
+    startup_1845 = pr1845.enabled()
+    if startup_1845:
+        placement_group.RolloutManager = pr1845.RolloutManagerPR1845
     init_tracking(args)
     rollout_manager, num_rollout_per_epoch = create_rollout_manager(args, pgs["rollout"])
     placement_group.allocate_train_group = allocate_stand_in_group  # the one stand-in
     actor_model, _critic_model = await create_training_models(args, pgs, rollout_manager)
+    if startup_1845 and not args.rollout_global_dataset:  # 0.0.2 makes this call only with the global dataset
+        await rollout_manager.load.remote(args.start_rollout_id - 1)
     await actor_model.update_weights()
     if args.num_rollout == 0 and args.eval_interval is not None:
         await rollout_manager.eval.remote(rollout_id=0)
@@ -45,7 +54,7 @@ async def train(args: Any) -> None:
         await actor_model.train(rollout_id, rollout_data_ref)
         if should_run_periodic_action(rollout_id, args.save_interval, num_rollout_per_epoch, args.num_rollout):
             await actor_model.save_model(rollout_id, force_sync=rollout_id == args.num_rollout - 1)
-            if args.rollout_global_dataset:
+            if args.rollout_global_dataset or startup_1845:
                 await rollout_manager.save.remote(rollout_id)
         await actor_model.clear_memory()
         await actor_model.update_weights()

@@ -316,3 +316,70 @@ def test_the_legacy_case_goes_through_ray_job_submit_behind_miles_own_router() -
     # one Miles driver proves both: the job's printed form and the router Miles starts inside it
     (submitted,) = [c for c in lane.CASES if c.submit]
     assert not submitted.planted and submitted.legacy and submitted.router == "miles"
+
+
+# ---- Miles #1845's start-up order: a resumed run against the run it resumed.
+def _other_task(resumed):
+    resumed["samples"][0]["metadata"]["verifiers"]["task_index"] = 9
+
+
+def _counters_from_zero(resumed):
+    for s in resumed["samples"]:
+        s["group_index"] -= 2
+        s["index"] -= 4
+
+
+def _other_tokens(resumed):
+    resumed["samples"][3]["tokens"] = list(range(1, 25))
+
+
+@pytest.mark.parametrize(("plant", "fragment"), [
+    (_other_task, "drew tasks [2, 2, 3, 9]"),
+    (_counters_from_zero, "group_index [0, 0, 1, 1]; the uninterrupted run's [2, 2, 3, 3]"),
+    (_other_tokens, "(or other tokens or rewards)"),
+], ids=["another_task", "counters_from_zero", "other_tokens"])
+def test_a_resume_that_draws_otherwise_is_named(plant, fragment) -> None:
+    straight = healthy_run()[0][1]
+    resumed = copy.deepcopy(straight)
+    resumed["samples"].reverse()  # the order groups finish in may differ: not a defect
+    assert checks.resume_problems(1, straight, resumed) == []
+    plant(resumed)
+    assert any(fragment in p for p in checks.resume_problems(1, straight, resumed))
+
+
+def test_a_resumed_run_is_judged_from_its_first_rollout() -> None:
+    dumps, converted, logged = healthy_run()
+    for part in (dumps, converted, logged):
+        del part[0]
+    assert checks.problems(dumps, converted, logged, EXPECT)  # rollout 0 missing
+    assert checks.problems(dumps, converted, logged, dataclasses.replace(EXPECT, first_rollout=1)) == []
+
+
+def test_the_start_up_cases_run_1845s_order_with_save_load_and_the_start_rollout_id(tmp_path) -> None:
+    cases = {c.name: c for c in lane.CASES}
+    fresh, resumed = cases["sglang-class-echo-tool"], cases["sglang-class-echo-tool-resume"]
+    bare = cases["sglang-class-load-without-state"]
+    assert all(c.pr1845 and not c.legacy for c in (fresh, resumed, bare))
+    assert fresh.resume is None and resumed.resume.load_from == fresh.name and bare.resume.load_from is None
+    names = [c.name for c in lane.CASES]
+    assert names.index(fresh.name) < names.index(resumed.name)  # its checkpoint exists by then
+    args = lane.checkpoint_args(resumed, tmp_path / resumed.name)
+    load = Path(args[args.index("--load") + 1])
+    assert load == tmp_path / fresh.name / "ckpt" and (load / lane.MEGATRON_MARKER).is_file()
+    assert args[args.index("--start-rollout-id") + 1] == "1"
+    assert lane.checkpoint_args(fresh, tmp_path / fresh.name) == [
+        "--save", str(tmp_path / fresh.name / "ckpt"), "--save-interval", "1"]
+
+
+def test_a_start_from_a_checkpoint_without_state_must_carry_the_warning(tmp_path) -> None:
+    (bare,) = [c for c in lane.CASES if c.resume is not None and c.resume.load_from is None]
+    case_dir = tmp_path / bare.name
+    state = lane.save_dir(case_dir) / "rollout" / "vf_sglang_state_1.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("{}")
+    missing = lane.load_dir(bare, case_dir) / "rollout" / "vf_sglang_state_0.json"
+    assert any("no warning naming" in p for p in lane.startup_problems(bare, case_dir, {}, "quiet"))
+    told = f"(RolloutManager pid=7) WARNING load(0): {lane.START_WARNING} {missing} (a base-model checkpoint ...)"
+    assert lane.startup_problems(bare, case_dir, {}, told) == []
+    state.unlink()
+    assert lane.startup_problems(bare, case_dir, {}, told) == [f"save(1) wrote no rollout state at {state}"]

@@ -44,6 +44,8 @@ LANES: dict[str, Lane] = {
         "renderers 0.1.10 and real episodes of the bundled tasksets on a scripted engine (the README's test command)",
         "a rollout function over 20 Miles train calls (generation A): one engine pool, one bridge client, flat RSS, "
         "file descriptors, threads and child processes",
+        "Miles' start-up order through the class ABI on real episodes: load(-1) is a fresh start, a resume from "
+        "--load is exact, --load without the adapter's state starts with a warning, a corrupt state is a typed error",
         "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
         "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
     ), PYTHON + PINS + ("adapter/*",),
@@ -137,6 +139,9 @@ LANES: dict[str, Lane] = {
         "e2e.judges.verify --miles-dump on real Miles' dump",
         "Miles' own router (sglang_router, as Miles launches it) before real SGLang and a failing worker: "
         "≤ 3 engine calls per failing model turn, counted at the worker",
+        "Miles #1845's start-up order (load(start_rollout_id - 1) on every start, save at every checkpoint, "
+        "passed on to the class): a fresh run with --save trains; a new process with --load at rollout 1 "
+        "draws exactly what the uninterrupted run drew; --load without the adapter's state starts, with its warning",
     ), ("adapter/miles/*", "e2e/miles_cpu/*", "tests/miles_cpu/*",
         "adapter/samples/sample_type.py", "adapter/samples/conversion.py", "adapter/samples/weight_spans.py",
         "adapter/bridge/stats.py", "e2e/judges/verify.py", "e2e/sglang_cpu/*", "benchmarks/stub.py",

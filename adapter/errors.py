@@ -48,6 +48,9 @@
 Outside the tree, each where its callers need a standard base (defined here):
     JSONBodyError(ValueError)     a body that is not one strict JSON document (adapter.wire.strict_json)
     ServeError(RuntimeError)      the bridge server did not start listening in time
+    ZygoteError(RuntimeError)     a warm harness interpreter could not start, or start a child
+                                  (adapter.episodes.zygotes: never the program's own failure, never
+                                  an episode's: its program then runs as a plain subprocess)
 
 The product's errors live here; the demo engine's and the check command's live beside their code:
     adapter.reference.errors      the reference engine's (the demo's stand-in for SGLang, never SGLang):
@@ -233,3 +236,7 @@ class JSONBodyError(ValueError):
 
 class ServeError(RuntimeError):
     """The server did not start listening in time (port taken, bad host)."""
+
+
+class ZygoteError(RuntimeError):
+    """A warm harness interpreter could not start, or could not start a child (the message says why)."""

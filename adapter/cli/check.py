@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adapter.cli.commands import ROUTER_FLAG, add_router_policy
+from adapter.cli.commands import ROUTER_FLAG, add_harness_runtime, add_router_policy, harness_runtime_line
+from adapter.episodes.prefork import close_process_pool
 from adapter.cli.help_text import CHECK_HELP, add_command
 from adapter.cli.routing import router_notes
 from adapter.cli.server_checks import CheckResult, ServerFacts, read_facts, run_checks
@@ -97,7 +98,11 @@ async def run(args: argparse.Namespace, recorder: CassetteRecorder | None = None
     finally:
         await engine.aclose()
     if args.config:
-        results.append(await episode_check(args, facts, recorder))
+        print(harness_runtime_line(args))
+        try:
+            results.append(await episode_check(args, facts, recorder))
+        finally:
+            close_process_pool()
     print(format_results(results))
     failed = [r.name for r in results if r.required and r.status == "fail"]
     print(f"FAILED: {', '.join(failed)}" if failed else "all required checks passed")
@@ -115,5 +120,6 @@ def add_check_command(commands: Any) -> None:
     check.add_argument("--tokenizer", default=None, help="the model's local checkpoint/tokenizer dir")
     check.add_argument("--timeout", type=float, default=120.0, help="seconds per engine call (default 120)")
     add_router_policy(check)
+    add_harness_runtime(check)
     record_option(check)
     check.set_defaults(run=_check)

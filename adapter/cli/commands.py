@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +47,7 @@ from adapter.engine.recording import CassetteRecorder, record_option, recorder_f
 from adapter.engine.topology import Topology
 from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
 from adapter.episodes.generations import installed
+from adapter.episodes.prefork import DEFAULT_RUNTIME, RUNTIME_VAR, RUNTIMES, chosen, close_process_pool
 
 if TYPE_CHECKING:
     from adapter.rollout.job import Job
@@ -147,8 +149,12 @@ def _rollout(args: argparse.Namespace) -> int:
     add_env_sources([*args.env_source_dir, installed().bundled_tasksets()])
     settings = _settings(args, ROLLOUT_FLAGS, verifiers_config=args.config, renderer_model_name=args.model,
                          hf_checkpoint=args.tokenizer or args.model)
+    _say(args, harness_runtime_line(args))
     started = time.monotonic()
-    result = asyncio.run(_run(args, settings, args.tokenizer, recorder))
+    try:
+        result = asyncio.run(_run(args, settings, args.tokenizer, recorder))
+    finally:
+        close_process_pool()
     return _report(args, result, time.monotonic() - started)
 
 
@@ -193,9 +199,13 @@ def _demo(args: argparse.Namespace) -> int:
     if model_dir is None:
         model_dir = tiny_model(progress=progress_wanted(args.quiet))
     _say(args, f"tiny Qwen3-shaped model: {model_dir}")
+    _say(args, harness_runtime_line(args))
     add_env_sources([installed().bundled_tasksets()])
     recorder = recorder_for(args)
-    result = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
+    try:
+        result = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
+    finally:
+        close_process_pool()
     return _report(args, result, time.monotonic() - started)
 
 
@@ -257,8 +267,24 @@ def _job_options(parser: argparse.ArgumentParser, *, groups: int, n: int, out: s
                         help="rollouts running at once (each holds one engine request at a time); the others wait "
                         f"their turn (default {concurrency}: Miles' sglang_server_concurrency, one engine)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no status lines")
+    add_harness_runtime(parser)
     add_router_policy(parser)
     record_option(parser)
+
+
+def add_harness_runtime(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--harness-runtime", choices=RUNTIMES, default=None,
+                        help=f"how each harness program and tool server starts: prefork (forked from a warm "
+                             f"interpreter) or subprocess (Verifiers' own: a fresh one each); default "
+                             f"${RUNTIME_VAR}, else {DEFAULT_RUNTIME}")
+
+
+def harness_runtime_line(args: argparse.Namespace) -> str:
+    """Apply `--harness-runtime` (through the one switch, the environment variable) and say which
+    runtime the installed generation's episodes run with, and why."""
+    if args.harness_runtime:
+        os.environ[RUNTIME_VAR] = args.harness_runtime
+    return installed().harness_runtime(chosen())[1]
 
 
 def add_router_policy(parser: argparse.ArgumentParser) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from adapter.config.env_config import CONFIG_ENV_VAR, resolve_config_path
 from adapter.episodes.bundled import tasksets_for_config
+from adapter.episodes.prefork import RUNTIME_VAR
 from adapter.errors import ConfigurationError
 from adapter.miles.flavor import SELECTORS, Flavor, detect_flavor, select_abi
 
@@ -44,7 +45,7 @@ DEFAULT_TRAIN_SCRIPT = "/root/miles/train.py"  # Miles' image
 DEFAULT_RAY_ADDRESS = "http://127.0.0.1:8265"  # the Ray dashboard of Miles' image
 JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # how `ray job submit` hands a driver its runtime env
 # Keys read from the ambient environment; anything else reaches workers only when explicit.
-AMBIENT_KEYS = (*SELECTORS, CONFIG_ENV_VAR, "PYTHONPATH")
+AMBIENT_KEYS = (*SELECTORS, CONFIG_ENV_VAR, RUNTIME_VAR, "PYTHONPATH")
 RETRY_FLAGS = ("--router-retry", "--router-disable-retries")  # prefixes of Miles' router retry flags
 # A portable environment-variable name (POSIX shells accept no other in `NAME=value cmd`).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapter.episodes import bundled
+from adapter.episodes import bundled, prefork
 from adapter.errors import EnvConfigError, UnsupportedFeatureError
 from adapter.versions.gate import Generation, require_supported
 
@@ -67,6 +67,20 @@ class GenerationSpec:
     shape: str  # that shape, in words
     bundle: str  # the root under adapter/episodes/bundled
     runner: str  # "module:Class" of the EpisodeBackend
+    # why this generation runs Verifiers' own subprocess runtime even when the pre-forked one is
+    # asked for (adapter.episodes.prefork); None once its samples are proven identical under both
+    prefork_unproven: str | None = None
+
+    def harness_runtime(self, asked: str) -> tuple[str, str]:
+        """(the runtime its episodes run with, a line that says which and why) for `asked`
+        (`adapter.episodes.prefork.chosen()`)."""
+        if asked == "subprocess":
+            return "subprocess", (f"harness runtime: subprocess (Verifiers' own: one fresh interpreter per harness "
+                                  f"program; {prefork.RUNTIME_VAR}=subprocess or --harness-runtime subprocess)")
+        if self.prefork_unproven is not None:
+            return "subprocess", f"harness runtime: subprocess (Verifiers' own: {self.prefork_unproven})"
+        return "prefork", ("harness runtime: prefork (each harness program and tool server forked from a warm "
+                           "interpreter; --harness-runtime subprocess for Verifiers' own)")
 
     def load(self, config_data: Mapping[str, Any]) -> EpisodeBackend:
         module, _, cls = self.runner.partition(":")
@@ -97,7 +111,9 @@ SPECS: dict[Generation, GenerationSpec] = {
                         "adapter.episodes.generations.a:GenerationA"),
     "B": GenerationSpec("B", "verifiers 0.3.x/0.4.0", "agent",
                         "roles under [agent]: [agent.harness], [agent.runtime]", "b",
-                        "adapter.episodes.generations.b:GenerationB"),
+                        "adapter.episodes.generations.b:GenerationB",
+                        prefork_unproven="the pre-forked runtime's samples are not yet proven identical to it on "
+                                         "verifiers 0.3.x/0.4.x"),
 }
 # Shape detection order: roles under [agent] win (a B config may not have a top-level harness).
 _SHAPE_ORDER: tuple[Generation, ...] = ("B", "A")

@@ -1,0 +1,288 @@
+"""Warm harness interpreters: one zygote per (interpreter, program), forking a child per program run.
+
+    pool = ZygotePool()
+    child = await pool.spawn(Launch(...), stdin=fd, stdout=fd, stderr=fd)   # None: not warm; run it plainly
+    code = await child.wait()
+    pool.close()
+
+A zygote (`adapter/episodes/zygote_program.py`, stdlib only) is started once per key, from the
+program's own interpreter, with the first launch's environment, imports what the program
+imports and what earlier zygotes of the same interpreter and program learned their children
+import (`learned_path`, under the user's cache), and then forks one child per launch (module
+docstring there: what a child gets). It is
+never this process: nothing here is forked but that clean, single-threaded interpreter.
+
+Each zygote has a reader thread that resolves the launch futures (so any event loop can await a
+child). A zygote dies with this process (its control socket closes; it then kills its children's
+process groups), and each child dies with its zygote (a parent-death signal). A zygote that died
+is started again on the next launch; one that cannot start, or dies again, makes the pool answer
+None for its key with the reason logged once: the caller runs that program as a plain subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from adapter.episodes import zygote_program as protocol  # the frames, one implementation (stdlib only)
+from adapter.episodes.caches import user_cache_dir
+from adapter.errors import ZygoteError
+
+logger = logging.getLogger(__name__)
+
+PROGRAM = Path(__file__).with_name("zygote_program.py")
+READY_TIMEOUT_S = 120.0  # a zygote's imports (verifiers.v1: ~4 s on 2 cores; far more under load)
+START_TIMEOUT_S = 60.0  # from a launch sent to its child running
+RESTARTS = 1  # a zygote that dies is started again this many times, then its key runs plainly
+# The environment a zygote's interpreter reads only when it starts: a launch whose values differ
+# needs a zygote of its own (part of the key).
+STARTUP_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE",
+                "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8",
+                "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX", "VIRTUAL_ENV")
+
+Kind = Literal["path", "module"]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One program run: `interpreter` runs `target` (a script path, or a module for `-m`) as
+    `__main__` with `argv` (its `sys.argv`), the full `env` and `cwd`."""
+
+    interpreter: str
+    kind: Kind
+    target: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(hash=False, compare=False)
+    cwd: str | None = None
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.interpreter, self.kind, self.target, _fingerprint(self), tuple(
+            (name, self.env.get(name)) for name in STARTUP_VARS))
+
+
+def _fingerprint(launch: Launch) -> str:
+    """The script's content digest ("" for a module, or a script that cannot be read)."""
+    if launch.kind != "path":
+        return ""
+    try:
+        return hashlib.sha256(Path(launch.target).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def learned_path(launch: Launch) -> Path:
+    """Where the zygotes of this interpreter and program keep the modules their children imported."""
+    digest = hashlib.sha256(repr((launch.interpreter, launch.kind, launch.target,
+                                  _fingerprint(launch))).encode()).hexdigest()[:24]
+    return user_cache_dir() / "zygotes" / f"{digest}.txt"
+
+
+class ForkedChild:
+    """A program run forked from a zygote: its own session, so `pid` is its process group."""
+
+    def __init__(self, pid: int, exited: concurrent.futures.Future[int]) -> None:
+        self.pid = pid
+        self._exited = exited
+
+    async def wait(self) -> int:
+        """Its exit code, or minus the signal that ended it (cancelling the wait leaves the child be)."""
+        return await asyncio.shield(asyncio.wrap_future(self._exited))
+
+    @property
+    def returncode(self) -> int | None:
+        done = self._exited.done() and not self._exited.cancelled() and self._exited.exception() is None
+        return self._exited.result() if done else None
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the child's whole process group (it and whatever it started)."""
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Zygote:
+    """One warm interpreter (module docstring). Thread-safe: `spawn` from any thread or loop."""
+
+    def __init__(self, launch: Launch) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock = ours
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count()
+        self._started: dict[int, concurrent.futures.Future[int]] = {}
+        self._exited: dict[int, concurrent.futures.Future[int]] = {}
+        self.ready: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        self.closed = False
+        self.target = launch.target
+        try:
+            self.process = subprocess.Popen(
+                [launch.interpreter, str(PROGRAM), str(theirs.fileno()), launch.kind, launch.target,
+                 str(learned_path(launch))],
+                env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self._stderr = b""
+        threading.Thread(target=self._read, name=f"vf-sglang zygote {launch.target}", daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed and self.process.poll() is None
+
+    def _read(self) -> None:
+        try:
+            while (frame := protocol.receive(self._sock)) is not None:
+                self._dispatch(frame[0])
+        except OSError:
+            pass
+        self.closed = True
+        if self.process.stderr is not None:
+            try:
+                self._stderr = self.process.stderr.read()[-4000:]
+            except (OSError, ValueError):
+                pass
+        reason = ZygoteError(f"the zygote ended (exit {self.process.wait()}): "
+                             f"{self._stderr.decode(errors='replace').strip()[-2000:] or 'no output'}")
+        for future in [self.ready, *self._started.values(), *self._exited.values()]:
+            if not future.done():
+                future.set_exception(reason)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        if message.get("ready"):
+            logger.debug("zygote %s ready: %d modules imported in %.2f s (skipped %s)", self.target, message["imported"],
+                         message["import_s"], message["skipped"])
+            self.ready.set_result(message)
+            return
+        ident = message["id"]
+        if "error" in message:
+            started = self._started.pop(ident, None)
+            self._exited.pop(ident, None)
+            if started is not None and not started.done():
+                started.set_exception(ZygoteError(message["error"]))
+        elif "status" in message:
+            logger.debug("zygote %s: child %d exited %d after %.3f CPU-s", self.target, message["pid"],
+                         message["status"], message["cpu_s"])
+            exited = self._exited.pop(ident, None)
+            if exited is not None and not exited.done():
+                exited.set_result(int(message["status"]))
+        else:
+            started = self._started.pop(ident, None)
+            if started is not None and not started.done():
+                started.set_result(int(message["pid"]))
+
+    async def wait_ready(self) -> dict[str, Any]:
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(self.ready), READY_TIMEOUT_S)
+        except TimeoutError as exc:
+            self.close()
+            raise ZygoteError(f"the zygote did not finish its imports in {READY_TIMEOUT_S:.0f} s") from exc
+
+    async def spawn(self, launch: Launch, *, stdin: int, stdout: int, stderr: int) -> ForkedChild:
+        await self.wait_ready()
+        ident = next(self._ids)
+        started: concurrent.futures.Future[int] = concurrent.futures.Future()
+        exited: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._started[ident], self._exited[ident] = started, exited
+        request = {"id": ident, "argv": list(launch.argv), "env": launch.env, "cwd": launch.cwd}
+        try:
+            with self._send_lock:
+                protocol.send(self._sock, request, fds=(stdin, stdout, stderr))
+        except OSError as exc:
+            self._started.pop(ident, None)
+            self._exited.pop(ident, None)
+            raise ZygoteError(f"the zygote is gone: {exc}") from exc
+        try:
+            pid = await asyncio.wait_for(asyncio.wrap_future(started), START_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise ZygoteError(f"the zygote started no child in {START_TIMEOUT_S:.0f} s") from exc
+        return ForkedChild(pid, exited)
+
+    def close(self) -> None:
+        """End the zygote (it kills its children's groups when its socket closes)."""
+        self.closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+class ZygotePool:
+    """The zygotes of one process, by launch key (module docstring)."""
+
+    def __init__(self) -> None:
+        self._zygotes: dict[tuple[Any, ...], Zygote] = {}
+        self._starts: dict[tuple[Any, ...], int] = {}
+        self._refused: dict[tuple[Any, ...], str] = {}
+        self._lock = threading.Lock()
+
+    def _zygote(self, launch: Launch) -> Zygote | None:
+        key = launch.key
+        with self._lock:
+            if key in self._refused:
+                return None
+            zygote = self._zygotes.get(key)
+            if zygote is not None and zygote.alive:
+                return zygote
+            if zygote is not None:
+                zygote.close()  # dead: what it held goes before its successor starts
+            if self._starts.get(key, 0) > RESTARTS:
+                self._refuse(key, launch, "it died again after a restart")
+                return None
+            self._starts[key] = self._starts.get(key, 0) + 1
+            try:
+                zygote = Zygote(launch)
+            except OSError as exc:
+                self._refuse(key, launch, f"it could not start: {exc}")
+                return None
+            self._zygotes[key] = zygote
+            return zygote
+
+    def _refuse(self, key: tuple[Any, ...], launch: Launch, reason: str) -> None:
+        self._refused[key] = reason
+        logger.warning("harness runtime: no warm interpreter for %s (%s): its runs start a fresh interpreter, as "
+                       "Verifiers' own subprocess runtime does", launch.target, reason)
+
+    async def spawn(self, launch: Launch, *, stdin: int, stdout: int, stderr: int) -> ForkedChild | None:
+        """A child of the launch's zygote, or None when its key runs plainly (logged once)."""
+        for _ in range(RESTARTS + 1):
+            zygote = self._zygote(launch)
+            if zygote is None:
+                return None
+            try:
+                return await zygote.spawn(launch, stdin=stdin, stdout=stdout, stderr=stderr)
+            except ZygoteError as exc:
+                zygote.close()
+                reason = str(exc)
+        with self._lock:
+            self._refuse(launch.key, launch, reason)
+        return None
+
+    def zygote_pids(self) -> list[int]:
+        with self._lock:
+            return [z.process.pid for z in self._zygotes.values() if z.alive]
+
+    def close(self) -> None:
+        with self._lock:
+            zygotes, self._zygotes = list(self._zygotes.values()), {}
+        for zygote in zygotes:
+            zygote.close()

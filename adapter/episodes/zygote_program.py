@@ -271,6 +271,7 @@ class Zygote:
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
+        self.selector = selectors.DefaultSelector()
         self.failed: set[str] = set()  # learned names that would not import here
         self.known = frozenset(sys.modules)
         gc.freeze()
@@ -303,6 +304,7 @@ class Zygote:
         if pid == 0:
             try:
                 self.sock.close()
+                self.selector.close()
                 for fd in (self.wake_r, self.wake_w, report_r, *(r for _, r in self.children.values())):
                     os.close(fd)
                 run_child(self.kind, self.target, request, fds, os.getppid(), known=self.known, report=report_w)
@@ -340,12 +342,11 @@ class Zygote:
     def serve(self) -> None:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w)
-        selector = selectors.DefaultSelector()
-        selector.register(self.sock, selectors.EVENT_READ)
-        selector.register(self.wake_r, selectors.EVENT_READ)
+        self.selector.register(self.sock, selectors.EVENT_READ)
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
         try:
             while True:
-                for key, _ in selector.select():
+                for key, _ in self.selector.select():
                     if key.fileobj is self.wake_r:
                         try:
                             os.read(self.wake_r, 4096)

@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,15 +127,18 @@ class Zygote:
         self.ready: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self.closed = False
         self.target = launch.target
+        self._stderr = tempfile.TemporaryFile()  # its own output (import warnings): a file never fills up
         try:
             self.process = subprocess.Popen(
                 [launch.interpreter, str(PROGRAM), str(theirs.fileno()), launch.kind, launch.target,
                  str(learned_path(launch))],
                 env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), start_new_session=True)
+                stderr=self._stderr, pass_fds=(theirs.fileno(),), start_new_session=True)
+        except BaseException:
+            self._stderr.close()
+            raise
         finally:
             theirs.close()
-        self._stderr = b""
         threading.Thread(target=self._read, name=f"vf-sglang zygote {launch.target}", daemon=True).start()
 
     @property
@@ -148,13 +152,8 @@ class Zygote:
         except OSError:
             pass
         self.closed = True
-        if self.process.stderr is not None:
-            try:
-                self._stderr = self.process.stderr.read()[-4000:]
-            except (OSError, ValueError):
-                pass
-        reason = ZygoteError(f"the zygote ended (exit {self.process.wait()}): "
-                             f"{self._stderr.decode(errors='replace').strip()[-2000:] or 'no output'}")
+        code = self.process.wait()
+        reason = ZygoteError(f"the zygote ended (exit {code}): {self._output_tail() or 'no output'}")
         for future in [self.ready, *self._started.values(), *self._exited.values()]:
             if not future.done():
                 future.set_exception(reason)
@@ -181,6 +180,13 @@ class Zygote:
             started = self._started.pop(ident, None)
             if started is not None and not started.done():
                 started.set_result(int(message["pid"]))
+
+    def _output_tail(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read().decode(errors="replace").strip()[-2000:]
+        except (OSError, ValueError):
+            return ""
 
     async def wait_ready(self) -> dict[str, Any]:
         try:
@@ -222,8 +228,7 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        self._stderr.close()
 
 
 class ZygotePool:
@@ -282,7 +287,10 @@ class ZygotePool:
             return [z.process.pid for z in self._zygotes.values() if z.alive]
 
     def close(self) -> None:
+        """End every zygote; a later launch starts afresh (a deliberate close is no death: counts reset)."""
         with self._lock:
             zygotes, self._zygotes = list(self._zygotes.values()), {}
+            self._starts.clear()
+            self._refused.clear()
         for zygote in zygotes:
             zygote.close()

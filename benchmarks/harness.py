@@ -16,11 +16,24 @@ Each: one warm-up demo (fills its harness cache), then `demo --groups 1` and `--
 episodes a group), alternating configurations. The CPU of a run is user + sys of the demo's
 whole process tree (every harness, tool server and the engine, reaped by it). The marginal
 episode CPU is (CPU at 5 groups − CPU at 1 group) / 16: start-up and the engine's load cancel.
+
+    uv run python -m benchmarks.harness --runtimes --write    # Verifiers' subprocess runtime vs prefork
+
+The harness runtimes side by side, in one run (section `harness-runtime`): `vf-sglang rollout` of
+arith-v1 (one model turn) and echo-tool-v1 (a tool server per rollout) against the instant stub
+engine (`benchmarks.stub`: no model), with `--harness-runtime subprocess` and `prefork`, at 1 and
+3 groups of 4 after one warm-up run each (the harness uv cache; the zygotes' learned imports).
+Reported: CPU-s per episode of the whole process tree at the margin (the CLI's reaped tree: every
+harness program, tool server, zygote and probe; the stub is outside it), episodes per second at
+the margin, and the program start latency (p50, p99 over 60 runs, 4 at a time: from the runtime's
+`run` to the first line after the null harness program's imports, `openai` and `mcp`, through
+generation A's runtime classes).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import resource
 import subprocess
@@ -32,6 +45,8 @@ from pathlib import Path
 
 from adapter.episodes.caches import user_cache_dir
 from benchmarks.common import machine, report
+
+ENVS = Path(__file__).resolve().parents[1] / "fixtures" / "envs"
 
 CONFIGS = {"without": {"UV_COMPILE_BYTECODE": "0"}, "with": {}}
 N = 4  # the demo's rollouts per group
@@ -87,11 +102,130 @@ def run(*, tiny: bool) -> list[str]:
     return lines
 
 
+RUNTIMES = ("subprocess", "prefork")
+TASKSETS = ("arith-v1", "echo-tool-v1")
+SIZES = (1, 3)  # groups of N: the margin is 8 episodes
+LATENCY_RUNS, LATENCY_CONCURRENCY = 60, 4
+# What the null harness program imports before its first line of work (its PEP 723 deps).
+START_PROBE = "import argparse, asyncio, json, os, time\nfrom openai import AsyncOpenAI\nimport mcp\nprint(time.time())\n"
+
+
+@dataclass(frozen=True)
+class RolloutRun:
+    runtime: str
+    taskset: str
+    groups: int
+    cpu_s: float
+    wall_s: float
+
+
+def rollout(runtime: str, taskset: str, groups: int, url: str, tokenizer: Path, out: Path) -> RolloutRun:
+    """One `vf-sglang rollout` in its own process; the CPU of its reaped process tree."""
+    argv = [sys.executable, "-m", "adapter.cli", "rollout", "--sglang-url", url, "--config",
+            str(ENVS / f"{taskset}.toml"), "--model", "Qwen/Qwen3-0.6B", "--tokenizer", str(tokenizer),
+            "--groups", str(groups), "--n", str(N), "--quiet", "--harness-runtime", runtime, "--out", str(out)]
+    before, started = _tree_cpu(), time.monotonic()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"rollout ({runtime}, {taskset}, {groups} groups) exited {done.returncode}: "
+                         f"{done.stderr[-2000:]}")
+    return RolloutRun(runtime, taskset, groups, _tree_cpu() - before, time.monotonic() - started)
+
+
+async def _start_latencies(runtime_class: type, script: Path, runs: int) -> list[float]:
+    from verifiers.v1.runtimes import SubprocessConfig
+
+    from adapter.episodes.prefork import UV_SCRIPT_WRAPPERS
+
+    argv = ["sh", "-c", next(iter(UV_SCRIPT_WRAPPERS)), "uv-script", str(Path(sys.executable).parent.parent),
+            sys.executable, str(script)]
+    slots = asyncio.Semaphore(LATENCY_CONCURRENCY)
+
+    async def one(index: int) -> float:
+        async with slots:
+            runtime = runtime_class(SubprocessConfig(), f"vf-latency-{os.getpid()}-{index}")
+            await runtime.start()
+            try:
+                started = time.time()
+                result = await runtime.run(argv, {})
+                return float(result.stdout.split()[0]) - started
+            finally:
+                await runtime.stop()
+
+    return list(await asyncio.gather(*[one(i) for i in range(runs)]))
+
+
+def start_latencies(root: Path) -> dict[str, list[float]]:
+    """Seconds from `run` to the program's first line after its imports, per runtime (warm-up excluded)."""
+    from verifiers.v1.runtimes import SubprocessRuntime
+
+    from adapter.episodes import prefork
+    from adapter.episodes.generations import a_runtime
+
+    script = root / "start_probe.py"
+    script.write_text(START_PROBE)
+    pool = prefork.process_pool()
+    a_runtime.install(pool)
+    try:
+        asyncio.run(_start_latencies(a_runtime.PreforkRuntime, script, LATENCY_CONCURRENCY))  # the zygote's start
+        return {"subprocess": asyncio.run(_start_latencies(SubprocessRuntime, script, LATENCY_RUNS)),
+                "prefork": asyncio.run(_start_latencies(a_runtime.PreforkRuntime, script, LATENCY_RUNS))}
+    finally:
+        a_runtime.uninstall()
+        prefork.close_process_pool()
+
+
+def run_runtimes() -> list[str]:
+    from adapter.reference.assets import install_qwen3_tokenizer
+    from benchmarks.common import percentile
+    from benchmarks.stub import running
+
+    header = machine()
+    with tempfile.TemporaryDirectory(prefix="vf-sglang-runtime-bench-") as tmp:
+        root = Path(tmp)
+        tokenizer = install_qwen3_tokenizer(root / "tokenizer")
+        with running(delay=0.0) as (url, _):
+            for runtime in RUNTIMES:  # warm-up: the harness uv cache, the zygotes' learned imports
+                for taskset in TASKSETS:
+                    rollout(runtime, taskset, 1, url, tokenizer, root / "warm.jsonl")
+            runs = [rollout(runtime, taskset, groups, url, tokenizer, root / "out.jsonl")
+                    for taskset in TASKSETS for groups in SIZES for runtime in RUNTIMES]
+        latency = start_latencies(root)
+    by = {(r.runtime, r.taskset, r.groups): r for r in runs}
+    small, large = SIZES
+    episodes = (large - small) * N
+    lines = [f"Machine: {header}.", "", f"`vf-sglang rollout` against the instant stub engine, {small} and {large} "
+             f"groups of {N}; the margin is {episodes} episodes.", "",
+             "| taskset | runtime | CPU, 1 group (s) | CPU, 3 groups (s) | CPU per episode (s) | episodes/s |",
+             "|---|---|---|---|---|---|"]
+    per: dict[tuple[str, str], tuple[float, float]] = {}
+    for taskset in TASKSETS:
+        for runtime in RUNTIMES:
+            a, b = by[runtime, taskset, small], by[runtime, taskset, large]
+            cpu = (b.cpu_s - a.cpu_s) / episodes
+            rate = episodes / max(b.wall_s - a.wall_s, 1e-9)
+            per[taskset, runtime] = (cpu, rate)
+            lines.append(f"| {taskset} | {runtime} | {a.cpu_s:.1f} | {b.cpu_s:.1f} | {cpu:.3f} | {rate:.2f} |")
+    lines += ["", *[f"{taskset}: **{per[taskset, 'subprocess'][0]:.2f} → {per[taskset, 'prefork'][0]:.3f} CPU-s per "
+                    f"episode** ({per[taskset, 'subprocess'][0] / max(per[taskset, 'prefork'][0], 1e-9):.0f}× less), "
+                    f"{per[taskset, 'prefork'][1] / per[taskset, 'subprocess'][1]:.1f}× the episodes per second."
+                    for taskset in TASKSETS]]
+    lines += ["", f"Program start latency ({LATENCY_RUNS} runs, {LATENCY_CONCURRENCY} at a time; to the first line "
+              "after `openai` and `mcp` are imported):", "", "| runtime | p50 (s) | p99 (s) |", "|---|---|---|"]
+    lines += [f"| {runtime} | {percentile(latency[runtime], 0.5):.3f} | {percentile(latency[runtime], 0.99):.3f} |"
+              for runtime in RUNTIMES]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="1 and 2 groups (a test's size)")
+    parser.add_argument("--runtimes", action="store_true", help="the harness runtimes side by side instead")
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
     args = parser.parse_args(argv)
+    if args.runtimes:
+        return report("harness-runtime", "## Episodes that cost milliseconds: the harness runtimes "
+                      "(benchmarks/harness.py --runtimes)", run_runtimes(), write=args.write)
     return report("harness", "## A real episode's CPU: the harness program's bytecode (benchmarks/harness.py)",
                   run(tiny=args.tiny), write=args.write)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import signal
 from collections.abc import Callable, Iterator, Mapping
@@ -38,8 +37,6 @@ from dataclasses import dataclass
 
 from adapter.episodes.zygotes import ForkedChild, Launch, ZygotePool
 from adapter.errors import ConfigurationError
-
-logger = logging.getLogger(__name__)
 
 RUNTIME_VAR = "VF_SGLANG_HARNESS_RUNTIME"  # the one switch; `--harness-runtime` sets it, Ray workers inherit it
 RUNTIMES = ("prefork", "subprocess")
@@ -150,10 +147,9 @@ async def run_program(pool: ZygotePool, launch: Launch) -> Ran | None:
         os.close(err_r)
         return None
     readers = asyncio.gather(_drain(out_r), _drain(err_r))
-    logger.debug("forked %s as %d", launch.target, child.pid)
+    readers.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved when cancelled
     try:
         code = await child.wait()
-        logger.debug("%d exited %d", child.pid, code)
     finally:
         child.kill_group(signal.SIGKILL)  # cancelled (the rollout's timeout), or what it left behind
         if child.returncode is None:

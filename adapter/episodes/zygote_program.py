@@ -2,7 +2,7 @@
 
 Run by the harness program's own interpreter (stdlib only; it never imports `adapter`):
 
-    <interpreter> zygote_program.py CONTROL_FD KIND TARGET LEARNED
+    <interpreter> zygote_program.py CONTROL_FD KIND TARGET LEARNED PARENT_PID
 
 KIND/TARGET name what its children run, and so what it imports once, up front: `path` a script
 file (every module the script imports, wherever in the script), `module` a module run with `-m`
@@ -30,8 +30,8 @@ as `__main__`, then the interpreter's own exit steps
 (non-daemon threads joined, `atexit` handlers, streams flushed). Nothing but imported modules
 carries over: every child is a fresh fork, never reused.
 
-The zygote ends when the control socket closes (the adapter is gone), killing every child's
-process group first.
+The zygote ends when its parent does (a parent-death SIGTERM, set first thing, so even while it
+imports) or its control socket closes, killing every child's process group first.
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ class Zygote:
     def __init__(self, sock: socket.socket, kind: str, target: str, learned: str) -> None:
         self.sock, self.kind, self.target, self.learned = sock, kind, target, learned
         self.learned_names = read_learned(learned)
-        self.children: dict[int, tuple[int, int]] = {}  # pid -> (request id, its module report's read end)
+        self.children = _LIVE_CHILDREN  # pid -> (request id, its module report's read end)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
@@ -363,8 +363,24 @@ class Zygote:
             self.kill_all()
 
 
+_LIVE_CHILDREN: dict[int, tuple[int, int]] = {}  # the serving zygote's children: pid -> (request id, report fd)
+
+
+def _kill_children_and_exit(_signum: int, _frame: object) -> None:
+    for pid in list(_LIVE_CHILDREN):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(0)
+
+
 def main(argv: list[str]) -> int:
-    control, kind, target, learned = int(argv[1]), argv[2], argv[3], argv[4]
+    control, kind, target, learned, parent = int(argv[1]), argv[2], argv[3], argv[4], int(argv[5])
+    signal.signal(signal.SIGTERM, _kill_children_and_exit)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the signal was set
+        return 0
     sock = socket.socket(fileno=control)
     sock.setblocking(True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the adapter ends it (its socket closes), not the terminal

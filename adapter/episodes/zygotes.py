@@ -13,8 +13,9 @@ docstring there: what a child gets). It is
 never this process: nothing here is forked but that clean, single-threaded interpreter.
 
 Each zygote has a reader thread that resolves the launch futures (so any event loop can await a
-child). A zygote dies with this process (its control socket closes; it then kills its children's
-process groups), and each child dies with its zygote (a parent-death signal). A zygote that died
+child). A zygote dies with this process, at once (a parent-death SIGTERM, bound to the one
+long-lived thread that starts every zygote, `_Starter`; and its control socket closing), killing
+its children's process groups first, and each child dies with its zygote (a parent-death SIGKILL). A zygote that died
 is started again on the next launch; one that cannot start, or dies again, makes the pool answer
 None for its key with the reason logged once: the caller runs that program as a plain subprocess.
 """
@@ -27,12 +28,14 @@ import hashlib
 import itertools
 import logging
 import os
+import queue
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -131,7 +134,7 @@ class Zygote:
         try:
             self.process = subprocess.Popen(
                 [launch.interpreter, str(PROGRAM), str(theirs.fileno()), launch.kind, launch.target,
-                 str(learned_path(launch))],
+                 str(learned_path(launch)), str(os.getpid())],
                 env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=self._stderr, pass_fds=(theirs.fileno(),), start_new_session=True)
         except BaseException:
@@ -231,6 +234,37 @@ class Zygote:
         self._stderr.close()
 
 
+class _Starter:
+    """One thread that lives as long as the process and starts every zygote: a zygote's
+    parent-death signal follows the thread that started it, so it must never be a thread that
+    ends before the process (an executor's, a loop's that closes)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="vf-sglang zygote starter", daemon=True)
+                self._thread.start()
+        self._jobs.put((job, future))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            job, future = self._jobs.get()
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # noqa: BLE001  # handed to the awaiting caller
+                future.set_exception(exc)
+
+
+_STARTER = _Starter()
+
+
 class ZygotePool:
     """The zygotes of one process, by launch key (module docstring)."""
 
@@ -270,7 +304,7 @@ class ZygotePool:
     async def spawn(self, launch: Launch, *, stdin: int, stdout: int, stderr: int) -> ForkedChild | None:
         """A child of the launch's zygote, or None when its key runs plainly (logged once)."""
         for _ in range(RESTARTS + 1):
-            zygote = self._zygote(launch)
+            zygote = await asyncio.wrap_future(_STARTER.submit(lambda: self._zygote(launch)))
             if zygote is None:
                 return None
             try:

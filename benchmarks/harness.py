@@ -107,7 +107,8 @@ TASKSETS = ("arith-v1", "echo-tool-v1")
 SIZES = (1, 3)  # groups of N: the margin is 8 episodes
 LATENCY_RUNS, LATENCY_CONCURRENCY = 60, 4
 # What the null harness program imports before its first line of work (its PEP 723 deps).
-START_PROBE = "import argparse, asyncio, json, os, time\nfrom openai import AsyncOpenAI\nimport mcp\nprint(time.time())\n"
+START_PROBE = ("import argparse, asyncio, json, os, time\nfrom openai import AsyncOpenAI\nimport mcp\n"
+               "print(time.time())\n")
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def run_runtimes() -> list[str]:
             a, b = by[runtime, taskset, small], by[runtime, taskset, large]
             cpu = (b.cpu_s - a.cpu_s) / episodes
             whole = large * N / b.wall_s  # start-up included: what this machine did on the run
-            bound = (os.cpu_count() or 1) / cpu  # the CPU-bound rate at the margin: start-up paid once
+            bound = (os.cpu_count() or 1) / cpu  # the CPU-bound rate at the margin (start-up paid once)
             per[taskset, runtime] = (cpu, whole, bound)
             lines.append(f"| {taskset} | {runtime} | {a.cpu_s:.1f} | {b.cpu_s:.1f} | {cpu:.3f} | {b.wall_s:.1f} | "
                          f"{whole:.2f} | {bound:.1f} |")

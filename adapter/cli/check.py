@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from adapter.cli.commands import ROUTER_FLAG, add_harness_runtime, add_router_policy, harness_runtime_line
-from adapter.episodes.prefork import close_process_pool
 from adapter.cli.help_text import CHECK_HELP, add_command
 from adapter.cli.routing import router_notes
 from adapter.cli.server_checks import CheckResult, ServerFacts, read_facts, run_checks
@@ -28,6 +27,7 @@ from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
 from adapter.engine.probe import MODEL_INFO_PATHS, SGLANG_MODEL_INFO_KEYS
 from adapter.engine.recording import CassetteRecorder, record_option, recorder_for, wrap_of
+from adapter.episodes.prefork import close_process_pool
 from adapter.errors import VfSglangError
 
 MARKS = {"pass": "ok", "fail": "FAIL", "skip": "skip"}

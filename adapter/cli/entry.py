@@ -41,7 +41,7 @@ def _versions(_: argparse.Namespace) -> int:
     decision = installed_decision()
     print(f"verifiers: {decision.verifiers or 'not installed'}")
     print(f"renderers: {decision.renderers or 'not installed'}")
-    if decision.supported:
+    if decision.supported and decision.generation is not None:
         from adapter.episodes.generations import SPECS
         from adapter.episodes.prefork import chosen
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -53,6 +54,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any
 
 HEADER = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
@@ -80,7 +82,7 @@ def import_all(names: list[str]) -> tuple[list[str], list[str]]:
         try:
             importlib.import_module(name)
             imported.append(name)
-        except BaseException:  # noqa: BLE001  # SystemExit included: an import must not end the zygote
+        except BaseException:  # SystemExit included: an import must not end the zygote
             skipped.append(name)
     return imported, skipped
 
@@ -97,7 +99,7 @@ def target_source(kind: str, target: str) -> str | None:
         return handle.read()
 
 
-def send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+def send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
     """One frame: a 4-byte length (carrying `fds`, SCM_RIGHTS, in its own sendmsg), then the JSON."""
     body = json.dumps(message).encode()
     if fds:
@@ -107,7 +109,7 @@ def send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
         sock.sendall(HEADER.pack(len(body)) + body)
 
 
-def receive(sock: socket.socket) -> tuple[dict, list[int]] | None:
+def receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     """One frame and the fds sent with it; None at end of stream."""
     head, fds, _flags, _addr = socket.recv_fds(sock, HEADER.size, MAX_FDS)
     if not head:
@@ -166,23 +168,17 @@ class _Report:
 
 def _finish(code: int) -> None:
     """The interpreter's own exit steps, then leave without running the zygote's cleanup."""
-    try:
+    with contextlib.suppress(BaseException):
         threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as Py_Finalize does
-    except BaseException:  # noqa: BLE001
-        pass
-    try:
+    with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        pass
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(BaseException):
             stream.flush()
-        except BaseException:  # noqa: BLE001
-            pass
     os._exit(code & 0xFF)  # SystemExit(-1) leaves as 255, as in a fresh interpreter
 
 
-def _become(request: dict, fds: list[int], zygote_pid: int) -> None:
+def _become(request: dict[str, Any], fds: list[int], zygote_pid: int) -> None:
     """The episode's session, streams, signals, environment, cwd and argv."""
     os.setsid()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -204,8 +200,8 @@ def _become(request: dict, fds: list[int], zygote_pid: int) -> None:
     sys.argv = list(request["argv"])
 
 
-def run_child(kind: str, target: str, request: dict, fds: list[int], zygote_pid: int, *, known: frozenset[str],
-              report: int) -> None:
+def run_child(kind: str, target: str, request: dict[str, Any], fds: list[int], zygote_pid: int, *,
+              known: frozenset[str], report: int) -> None:
     """In the forked child: become the episode's program, run it, report, exit. Never returns."""
     _become(request, fds, zygote_pid)
     reporter = _Report(known, report)
@@ -223,7 +219,7 @@ def run_child(kind: str, target: str, request: dict, fds: list[int], zygote_pid:
     except KeyboardInterrupt:
         traceback.print_exc()
         code = 130
-    except BaseException:  # noqa: BLE001  # what an uncaught exception does to a fresh interpreter
+    except BaseException:  # what an uncaught exception does to a fresh interpreter
         sys.excepthook(*sys.exc_info())
         code = 1
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -290,7 +286,7 @@ class Zygote:
             self.learned_names = list(dict.fromkeys([*self.learned_names, *imported]))
             write_learned(self.learned, self.learned_names)
 
-    def spawn(self, request: dict, fds: list[int]) -> None:
+    def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         report_r, report_w = os.pipe()
@@ -334,10 +330,8 @@ class Zygote:
 
     def kill_all(self) -> None:
         for pid in list(self.children):
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
 
     def serve(self) -> None:
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -348,10 +342,8 @@ class Zygote:
             while True:
                 for key, _ in self.selector.select():
                     if key.fileobj is self.wake_r:
-                        try:
+                        with contextlib.suppress(BlockingIOError):
                             os.read(self.wake_r, 4096)
-                        except BlockingIOError:
-                            pass
                         self.reap()
                         continue
                     frame = receive(self.sock)
@@ -368,10 +360,8 @@ _LIVE_CHILDREN: dict[int, tuple[int, int]] = {}  # the serving zygote's children
 
 def _kill_children_and_exit(_signum: int, _frame: object) -> None:
     for pid in list(_LIVE_CHILDREN):
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
     os._exit(0)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -34,8 +35,8 @@ import socket
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -111,10 +112,8 @@ class ForkedChild:
 
     def kill_group(self, sig: int = signal.SIGKILL) -> None:
         """Signal the child's whole process group (it and whatever it started)."""
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 class Zygote:
@@ -130,7 +129,8 @@ class Zygote:
         self.ready: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self.closed = False
         self.target = launch.target
-        self._stderr = tempfile.TemporaryFile()  # its own output (import warnings): a file never fills up
+        # its own output (import warnings): a file never fills up; closed by `close`
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             self.process = subprocess.Popen(
                 [launch.interpreter, str(PROGRAM), str(theirs.fileno()), launch.kind, launch.target,
@@ -157,14 +157,15 @@ class Zygote:
         self.closed = True
         code = self.process.wait()
         reason = ZygoteError(f"the zygote ended (exit {code}): {self._output_tail() or 'no output'}")
-        for future in [self.ready, *self._started.values(), *self._exited.values()]:
+        futures: list[concurrent.futures.Future[Any]] = [self.ready, *self._started.values(), *self._exited.values()]
+        for future in futures:
             if not future.done():
                 future.set_exception(reason)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         if message.get("ready"):
-            logger.debug("zygote %s ready: %d modules imported in %.2f s (skipped %s)", self.target, message["imported"],
-                         message["import_s"], message["skipped"])
+            logger.debug("zygote %s ready: %d modules imported in %.2f s (skipped %s)", self.target,
+                         message["imported"], message["import_s"], message["skipped"])
             self.ready.set_result(message)
             return
         ident = message["id"]
@@ -221,10 +222,8 @@ class Zygote:
     def close(self) -> None:
         """End the zygote (it kills its children's groups when its socket closes)."""
         self.closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
         try:
             self.process.wait(timeout=10)
@@ -258,7 +257,7 @@ class _Starter:
             job, future = self._jobs.get()
             try:
                 future.set_result(job())
-            except BaseException as exc:  # noqa: BLE001  # handed to the awaiting caller
+            except BaseException as exc:  # handed to the awaiting caller
                 future.set_exception(exc)
 
 
@@ -304,7 +303,7 @@ class ZygotePool:
     async def spawn(self, launch: Launch, *, stdin: int, stdout: int, stderr: int) -> ForkedChild | None:
         """A child of the launch's zygote, or None when its key runs plainly (logged once)."""
         for _ in range(RESTARTS + 1):
-            zygote = await asyncio.wrap_future(_STARTER.submit(lambda: self._zygote(launch)))
+            zygote: Zygote | None = await asyncio.wrap_future(_STARTER.submit(lambda: self._zygote(launch)))
             if zygote is None:
                 return None
             try:

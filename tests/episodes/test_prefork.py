@@ -145,7 +145,8 @@ async def test_a_background_server_runs_forked_and_its_group_ends_with_the_rollo
     """A tool server: `python -m module`, its output to a log in the workdir, SIGTERM at cleanup."""
     package = tmp_path / "srv"
     package.mkdir()
-    (package / "toolserver.py").write_text("import os, time\nprint('serving', os.getpid(), flush=True)\ntime.sleep(300)\n")
+    (package / "toolserver.py").write_text(
+        "import os, time\nprint('serving', os.getpid(), flush=True)\ntime.sleep(300)\n")
     runtime = a_runtime.PreforkRuntime(SubprocessConfig(), f"vf-bg-{os.getpid()}")
     await runtime.start()
     try:
@@ -179,7 +180,8 @@ async def test_a_zygote_that_cannot_start_runs_the_program_plainly_and_says_why(
     script = _script(tmp_path, "print('plain')\n")
     fake = tmp_path / "bin" / "python3"
     fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\ncase \"$1\" in *zygote_program.py) exit 1;; esac\nexec {sys.executable} \"$@\"\n")
+    fake.write_text("#!/bin/sh\ncase \"$1\" in *zygote_program.py) exit 1;; esac\n"
+                    f"exec {sys.executable} \"$@\"\n")
     fake.chmod(0o755)
     argv = ["sh", "-c", WRAPPER, "uv-script", str(tmp_path), str(fake), str(script)]
     with caplog.at_level("WARNING", logger="adapter.episodes.zygotes"):
@@ -194,7 +196,7 @@ async def test_two_hundred_runs_keep_the_zygotes_memory_and_the_process_count_fl
     await runtime.start()
     samples = []
     try:
-        for batch in range(10):
+        for _ in range(10):
             results = await asyncio.gather(*[runtime.run(_argv(script), {}) for _ in range(20)])
             assert all(r.exit_code == 0 for r in results)
             (zygote,) = pool.zygote_pids()

@@ -22,20 +22,20 @@ from verifiers.v1.runtimes import make_runtime as verifiers_make_runtime
 from verifiers.v1.runtimes.base import register
 
 from adapter.episodes import prefork
-from adapter.episodes.zygotes import ForkedChild, ZygotePool
+from adapter.episodes.zygotes import ForkedChild, Launch, ZygotePool
 
 _POOL: list[ZygotePool] = []  # the installed pool (one), read by every PreforkRuntime
 ROUTED = (vf_rollout, vf_mcp_launch)  # the modules whose `make_runtime` builds rollouts' and tool servers' runtimes
 
 
-class PreforkRuntime(SubprocessRuntime):
+class PreforkRuntime(SubprocessRuntime):  # type: ignore[misc]  # Verifiers is untyped (no py.typed)
     """Verifiers 0.2.x's subprocess runtime, its Python programs forked from warm interpreters."""
 
     def __init__(self, config: SubprocessConfig, name: str | None = None) -> None:
         super().__init__(config, name)
         self._forked_background: list[ForkedChild] = []
 
-    def _launch(self, argv: list[str], env: dict[str, str]) -> prefork.Launch | None:
+    def _launch(self, argv: list[str], env: dict[str, str]) -> Launch | None:
         if not _POOL:
             return None
         return prefork.launch_for(argv, env, str(self.workdir) if self.workdir is not None else None)

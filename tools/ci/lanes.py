@@ -46,6 +46,9 @@ LANES: dict[str, Lane] = {
         "file descriptors, threads and child processes",
         "Miles' start-up order through the class ABI on real episodes: load(-1) is a fresh start, a resume from "
         "--load is exact, --load without the adapter's state starts with a warning, a corrupt state is a typed error",
+        "the pre-forked harness runtime (generation A, the default): a program sees and reports what Verifiers' "
+        "subprocess runtime gives it; identical samples under both runtimes (arith-v1, echo-tool-v1, group-v1); "
+        "a hang killed with its group, nothing left behind, a dead zygote restarted, 200 runs flat",
         "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
         "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
     ), PYTHON + PINS + ("adapter/*",),

@@ -60,9 +60,10 @@ async def _run(qwen3_tokenizer: Any, sglang_mock: Any, tokenizer: Any, taskset: 
 async def test_samples_are_identical_under_both_harness_runtimes(qwen3_tokenizer, sglang_mock, monkeypatch,
                                                                  taskset) -> None:
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    prefork.close_process_pool()  # what an earlier test in this process left warm
     monkeypatch.setenv(prefork.RUNTIME_VAR, "subprocess")
     plain = await _run(qwen3_tokenizer, sglang_mock, tokenizer, taskset)
-    assert not prefork.process_pool().zygote_pids()
+    assert not prefork.process_pool().zygote_pids(), "Verifiers' own runtime started a zygote"
     monkeypatch.setenv(prefork.RUNTIME_VAR, "prefork")
     warm = await _run(qwen3_tokenizer, sglang_mock, tokenizer, taskset)
     assert prefork.process_pool().zygote_pids(), "the pre-forked runtime ran nothing"

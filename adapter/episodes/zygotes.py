@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -78,11 +79,21 @@ class Launch:
 
 
 def _fingerprint(launch: Launch) -> str:
-    """The script's content digest ("" for a module, or a script that cannot be read)."""
+    """The script's content digest ("" for a module, or a script that cannot be read), read once
+    per version of the file (every episode's launch asks; Verifiers writes a script once per process)."""
     if launch.kind != "path":
         return ""
     try:
-        return hashlib.sha256(Path(launch.target).read_bytes()).hexdigest()
+        stat = os.stat(launch.target)
+    except OSError:
+        return ""
+    return _digest(launch.target, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(path: str, _mtime_ns: int, _size: int) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return ""
 
@@ -298,7 +309,8 @@ class ZygotePool:
     def _refuse(self, key: tuple[Any, ...], launch: Launch, reason: str) -> None:
         self._refused[key] = reason
         logger.warning("harness runtime: no warm interpreter for %s (%s): its runs start a fresh interpreter, as "
-                       "Verifiers' own subprocess runtime does", launch.target, reason)
+                       "Verifiers' own subprocess runtime does (--harness-runtime subprocess, or %s=subprocess, "
+                       "says so from the start)", launch.target, reason, "VF_SGLANG_HARNESS_RUNTIME")
 
     async def spawn(self, launch: Launch, *, stdin: int, stdout: int, stderr: int) -> ForkedChild | None:
         """A child of the launch's zygote, or None when its key runs plainly (logged once)."""

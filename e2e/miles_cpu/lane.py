@@ -163,21 +163,21 @@ def save_dir(case_dir: Path) -> Path:
 
 def load_dir(case: Case, case_dir: Path) -> Path:
     """A resumed case's --load: `load_from`'s save directory, or a checkpoint of its own without
-    the adapter's state; either holds Megatron's marker (`Resume`)."""
+    the adapter's state."""
     assert case.resume is not None
-    directory = (save_dir(case_dir.parent / case.resume.load_from) if case.resume.load_from
-                 else case_dir / "checkpoint-without-adapter-state")
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / MEGATRON_MARKER).write_text(f"{case.resume.start_rollout_id}\n")
-    return directory
+    return (save_dir(case_dir.parent / case.resume.load_from) if case.resume.load_from
+            else case_dir / "checkpoint-without-adapter-state")
 
 
 def checkpoint_args(case: Case, case_dir: Path) -> list[str]:
-    """Miles' checkpoint flags: `--save` every rollout under #1845's order, `--load` and the first
-    rollout for a resumed case."""
+    """Miles' checkpoint flags: `--save` every rollout under #1845's order, `--load` (its
+    directory given Megatron's marker: `Resume`) and the first rollout for a resumed case."""
     args = ["--save", str(save_dir(case_dir)), "--save-interval", "1"] if case.pr1845 else []
     if case.resume is not None:
-        args += ["--load", str(load_dir(case, case_dir)), "--start-rollout-id", str(case.resume.start_rollout_id)]
+        directory = load_dir(case, case_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / MEGATRON_MARKER).write_text(f"{case.resume.start_rollout_id}\n")
+        args += ["--load", str(directory), "--start-rollout-id", str(case.resume.start_rollout_id)]
     return args
 
 

@@ -26,6 +26,8 @@ from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
 from adapter.episodes import prefork
 from adapter.episodes.generations import a_runtime
 from adapter.episodes.zygotes import ZygotePool
+from benchmarks.common import rss_mb
+from tests.e2e.test_e2e_runner import alive
 
 WRAPPER = next(iter(prefork.UV_SCRIPT_WRAPPERS))
 SEES = textwrap.dedent('''
@@ -122,7 +124,7 @@ async def test_a_program_that_hangs_past_its_timeout_is_killed_with_its_whole_gr
     await asyncio.sleep(0.5)
     assert pool.zygote_pids()
     for pid in map(int, pids.read_text().split()):
-        assert not _alive(pid), f"{pid} outlived the rollout"
+        assert not alive(pid), f"{pid} outlived the rollout"
 
 
 async def test_a_child_the_program_leaves_behind_does_not_outlive_the_rollout(pool, tmp_path) -> None:
@@ -138,7 +140,7 @@ async def test_a_child_the_program_leaves_behind_does_not_outlive_the_rollout(po
         await runtime.stop()
     assert result.exit_code == 0
     await asyncio.sleep(0.2)
-    assert not _alive(int(result.stdout))
+    assert not alive(int(result.stdout))
 
 
 async def test_a_background_server_runs_forked_and_its_group_ends_with_the_rollout(pool, tmp_path) -> None:
@@ -157,11 +159,11 @@ async def test_a_background_server_runs_forked_and_its_group_ends_with_the_rollo
                 break
             await asyncio.sleep(0.1)
         pid = int(log.read_text().split()[1])
-        assert len(pool.zygote_pids()) == 1 and _alive(pid)
+        assert len(pool.zygote_pids()) == 1 and alive(pid)
     finally:
         await runtime.stop()
     await asyncio.sleep(0.3)
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 async def test_a_dead_zygote_is_started_again(pool, tmp_path) -> None:
@@ -200,28 +202,13 @@ async def test_two_hundred_runs_keep_the_zygotes_memory_and_the_process_count_fl
             results = await asyncio.gather(*[runtime.run(_argv(script), {}) for _ in range(20)])
             assert all(r.exit_code == 0 for r in results)
             (zygote,) = pool.zygote_pids()
-            samples.append((_rss_kib(zygote), len(_children_of(zygote)), len(_children_of(os.getpid()))))
+            samples.append((rss_mb(zygote), len(_children_of(zygote)), len(_children_of(os.getpid()))))
     finally:
         await runtime.stop()
     rss = [s[0] for s in samples]
-    assert max(rss[2:]) - rss[2] < 4096, rss  # KiB: after its first batches taught it their imports
+    assert max(rss[2:]) - rss[2] < 4, rss  # MiB: after its first batches taught it their imports
     assert {s[1] for s in samples} == {0}, samples  # every child reaped
     assert len({s[2] for s in samples}) == 1, samples
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
 
 
 def _children_of(pid: int) -> list[int]:

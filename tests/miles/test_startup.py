@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from adapter.errors import ResumeStateError
 from adapter.miles import checkpoint
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn
@@ -97,3 +98,20 @@ async def test_load_without_the_adapters_state_starts_at_miles_rollout_id_with_a
         draws = await _run(_args(qwen3_tokenizer, engine, save=None, load=base, start_rollout_id=1), 2)
     assert draws == {1: [(1, 0, 0)]}
     assert any(str(checkpoint.state_path(base, 0)) in r.getMessage() for r in caplog.records)
+
+
+async def test_a_corrupt_state_at_load_is_refused_before_any_episode(qwen3_tokenizer, engine, uninterrupted) -> None:
+    """A new process with --load whose rollout-0 state was damaged: Miles' load(0) raises the typed
+    error naming the file; nothing reaches the engine."""
+    save, _ = uninterrupted
+    path = checkpoint.state_path(save, 0)
+    path.write_text(path.read_text()[:40])
+    engine.requests.clear()
+    function = VerifiersRolloutFn(RolloutFnConstructorInput(
+        _args(qwen3_tokenizer, engine, save=None, load=save, start_rollout_id=1), None))
+    try:
+        with pytest.raises(ResumeStateError, match="is corrupt") as caught:
+            function.load(0)
+    finally:
+        await function.aclose()
+    assert caught.value.path == path and engine.generate_requests() == []

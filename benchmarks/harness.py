@@ -161,18 +161,18 @@ def start_latencies(root: Path) -> dict[str, list[float]]:
     from verifiers.v1.runtimes import SubprocessRuntime
 
     from adapter.episodes import prefork
-    from adapter.episodes.generations import a_runtime
+    from adapter.episodes.generations import union_runtime
 
     script = root / "start_probe.py"
     script.write_text(START_PROBE)
     pool = prefork.process_pool()
-    a_runtime.install(pool)
+    union_runtime.install(pool)
     try:
-        asyncio.run(_start_latencies(a_runtime.PreforkRuntime, script, LATENCY_CONCURRENCY))  # the zygote's start
+        asyncio.run(_start_latencies(union_runtime.PreforkRuntime, script, LATENCY_CONCURRENCY))  # the zygote's start
         return {"subprocess": asyncio.run(_start_latencies(SubprocessRuntime, script, LATENCY_RUNS)),
-                "prefork": asyncio.run(_start_latencies(a_runtime.PreforkRuntime, script, LATENCY_RUNS))}
+                "prefork": asyncio.run(_start_latencies(union_runtime.PreforkRuntime, script, LATENCY_RUNS))}
     finally:
-        a_runtime.uninstall()
+        union_runtime.uninstall()
         prefork.close_process_pool()
 
 

@@ -46,7 +46,7 @@ from adapter.config.settings import ROUTER_POLICIES, Settings
 from adapter.engine.recording import CassetteRecorder, record_option, recorder_for
 from adapter.engine.topology import Topology
 from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
-from adapter.episodes.generations import installed
+from adapter.episodes.generations import harness_runtime, installed
 from adapter.episodes.prefork import DEFAULT_RUNTIME, RUNTIME_VAR, RUNTIMES, chosen, close_process_pool
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ def harness_runtime_line(args: argparse.Namespace) -> str:
     runtime the installed generation's episodes run with, and why."""
     if args.harness_runtime:
         os.environ[RUNTIME_VAR] = args.harness_runtime
-    return installed().harness_runtime(chosen())[1]
+    return harness_runtime(chosen())[1]
 
 
 def add_router_policy(parser: argparse.ArgumentParser) -> None:

@@ -42,13 +42,13 @@ def _versions(_: argparse.Namespace) -> int:
     print(f"verifiers: {decision.verifiers or 'not installed'}")
     print(f"renderers: {decision.renderers or 'not installed'}")
     if decision.supported and decision.generation is not None:
-        from adapter.episodes.generations import SPECS
+        from adapter.episodes.generations import harness_runtime
         from adapter.episodes.prefork import chosen
 
         print(f"generation: {decision.generation}{decision.prerelease_note}")
         if decision.warning:
             print(f"warning: {decision.warning}")
-        print(SPECS[decision.generation].harness_runtime(chosen())[1])
+        print(harness_runtime(chosen(), decision.verifiers)[1])
     else:
         print(f"refused: {decision.reason}")
     # openai against the installed verifiers' and sglang's pins: a conflict with sglang's alone is

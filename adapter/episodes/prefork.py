@@ -166,3 +166,34 @@ async def start_background(pool: ZygotePool, launch: Launch, log_path: str) -> F
             return await pool.spawn(launch, stdin=stdin, stdout=log, stderr=log)
     finally:
         os.close(log)
+
+
+class ForkedServers:
+    """The tool servers one runtime started forked, ended as Verifiers ends its own: `send`
+    (its sync `cleanup`: SIGTERM to each group), `stop` (its async teardown: SIGTERM, up to
+    `grace` s for them to exit, then SIGKILL)."""
+
+    def __init__(self) -> None:
+        self._children: list[ForkedChild] = []
+
+    def add(self, child: ForkedChild) -> None:
+        self._children = [c for c in self._children if c.returncode is None] + [child]
+
+    def send(self, sig: int = signal.SIGTERM) -> None:
+        children, self._children = self._children, []
+        for child in children:
+            child.kill_group(sig)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        children, self._children = self._children, []
+        for child in children:
+            child.kill_group(signal.SIGTERM)
+        if not children:
+            return
+        try:
+            await asyncio.wait_for(asyncio.gather(*(c.wait() for c in children)), grace)
+        except TimeoutError:
+            for child in children:
+                child.kill_group(signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(c.wait() for c in children)), grace)

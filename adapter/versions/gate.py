@@ -48,6 +48,9 @@ PROVEN: tuple[tuple[str, str], ...] = (
 PROVEN_PRERELEASES: dict[tuple[str, str], str] = {
     ("0.4.1.dev86", "0.1.13.dev17"): "contract-vf041dev",
 }
+# The verifiers releases whose cells prove the pre-forked harness runtime's samples identical to
+# Verifiers' own (every cell runs tests/contract/test_harness_runtimes.py): the releases above.
+PREFORK_PROVEN: tuple[str, ...] = tuple(dict.fromkeys([v for v, _ in PROVEN] + [v for v, _ in PROVEN_PRERELEASES]))
 # Generation B's renderers floor per verifiers release (each release's own renderers requirement).
 MIN_RENDERERS_B: dict[tuple[int, ...], tuple[int, int, int]] = {
     (0, 3, 0): (0, 1, 9), (0, 3, 1): (0, 1, 10), (0, 4, 0): (0, 1, 12),

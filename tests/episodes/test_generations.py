@@ -10,7 +10,7 @@ import pytest
 
 from adapter.episodes.bundled import BUNDLED_IDS, tasksets_for_config
 from adapter.episodes.caches import harness_uv_cache, user_cache_dir, with_harness_cache
-from adapter.episodes.generations import SPECS, installed, shape_of
+from adapter.episodes.generations import SPECS, harness_runtime, installed, shape_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,3 +119,17 @@ def test_generation_b_stops_on_a_model_call_verifiers_recorded_as_not_implemente
     assert isinstance(refusal, UnsupportedFeatureError)
     assert "(trace t2, model call 1): NotImplementedError: The renderer client only supports unnamespaced " \
            "function tools. Every episode" in str(refusal)
+
+
+@pytest.mark.parametrize(("asked", "release", "runs", "said"), [
+    ("prefork", "0.2.0", "prefork", "harness runtime: prefork (each harness program and tool server forked"),
+    ("prefork", "0.4.0", "prefork", "harness runtime: prefork"),
+    ("prefork", "0.4.1.dev86", "prefork", "harness runtime: prefork"),
+    ("prefork", "0.4.2", "subprocess", "samples are proven identical to it only on verifiers 0.2.0, 0.2.1, 0.3.0, "
+                                       "0.3.1, 0.4.0, 0.4.1.dev86, not 0.4.2"),
+    ("subprocess", "0.4.0", "subprocess", "harness runtime: subprocess (Verifiers' own: one fresh interpreter"),
+])
+def test_the_prefork_runtime_runs_only_where_a_matrix_cell_proves_it(asked, release, runs, said) -> None:
+    runtime, line = harness_runtime(asked, release)
+    assert runtime == runs
+    assert said in line

@@ -24,7 +24,7 @@ import pytest
 from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
 
 from adapter.episodes import prefork
-from adapter.episodes.generations import a_runtime
+from adapter.episodes.generations import union_runtime
 from adapter.episodes.zygotes import ZygotePool
 from benchmarks.common import rss_mb
 from tests.e2e.test_e2e_runner import alive
@@ -44,9 +44,9 @@ SEES = textwrap.dedent('''
 def pool(monkeypatch, tmp_path) -> Any:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the zygotes' learned modules, per test
     pool = ZygotePool()
-    a_runtime.install(pool)
+    union_runtime.install(pool)
     yield pool
-    a_runtime.uninstall()
+    union_runtime.uninstall()
     pool.close()
 
 
@@ -73,7 +73,7 @@ async def _run(runtime_class: type, argv: list[str], env: dict[str, str], name: 
 
 async def _both(pool: ZygotePool, argv: list[str], env: dict[str, str], tag: str) -> tuple[Any, Any]:
     plain, plain_dir = await _run(SubprocessRuntime, argv, env, f"vf-plain-{tag}-{os.getpid()}")
-    warm, warm_dir = await _run(a_runtime.PreforkRuntime, argv, env, f"vf-warm-{tag}-{os.getpid()}")
+    warm, warm_dir = await _run(union_runtime.PreforkRuntime, argv, env, f"vf-warm-{tag}-{os.getpid()}")
     assert pool.zygote_pids(), "the program did not run from a zygote"
     return (plain, str(plain_dir)), (warm, str(warm_dir))
 
@@ -114,7 +114,7 @@ async def test_a_program_that_hangs_past_its_timeout_is_killed_with_its_whole_gr
         open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
         time.sleep(300)
     '''))
-    runtime = a_runtime.PreforkRuntime(SubprocessConfig(), f"vf-hang-{os.getpid()}")
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-hang-{os.getpid()}")
     await runtime.start()
     try:
         with pytest.raises(TimeoutError):
@@ -132,7 +132,7 @@ async def test_a_child_the_program_leaves_behind_does_not_outlive_the_rollout(po
         import subprocess
         print(subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL).pid)
     '''))
-    runtime = a_runtime.PreforkRuntime(SubprocessConfig(), f"vf-left-{os.getpid()}")
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-left-{os.getpid()}")
     await runtime.start()
     try:
         result = await runtime.run(_argv(script), {})
@@ -149,7 +149,7 @@ async def test_a_background_server_runs_forked_and_its_group_ends_with_the_rollo
     package.mkdir()
     (package / "toolserver.py").write_text(
         "import os, time\nprint('serving', os.getpid(), flush=True)\ntime.sleep(300)\n")
-    runtime = a_runtime.PreforkRuntime(SubprocessConfig(), f"vf-bg-{os.getpid()}")
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-bg-{os.getpid()}")
     await runtime.start()
     try:
         await runtime.run_background([sys.executable, "-m", "toolserver"], {"PYTHONPATH": str(package)}, "tool.log")
@@ -168,11 +168,11 @@ async def test_a_background_server_runs_forked_and_its_group_ends_with_the_rollo
 
 async def test_a_dead_zygote_is_started_again(pool, tmp_path) -> None:
     script = _script(tmp_path, "print('ok')\n")
-    first = await _run(a_runtime.PreforkRuntime, _argv(script), {}, f"vf-z1-{os.getpid()}")
+    first = await _run(union_runtime.PreforkRuntime, _argv(script), {}, f"vf-z1-{os.getpid()}")
     (zygote,) = pool.zygote_pids()
     os.kill(zygote, signal.SIGKILL)
     await asyncio.sleep(0.3)
-    second = await _run(a_runtime.PreforkRuntime, _argv(script), {}, f"vf-z2-{os.getpid()}")
+    second = await _run(union_runtime.PreforkRuntime, _argv(script), {}, f"vf-z2-{os.getpid()}")
     assert first[0].stdout == second[0].stdout == "ok\n"
     assert pool.zygote_pids() and pool.zygote_pids() != [zygote]
 
@@ -187,14 +187,14 @@ async def test_a_zygote_that_cannot_start_runs_the_program_plainly_and_says_why(
     fake.chmod(0o755)
     argv = ["sh", "-c", WRAPPER, "uv-script", str(tmp_path), str(fake), str(script)]
     with caplog.at_level("WARNING", logger="adapter.episodes.zygotes"):
-        result, _ = await _run(a_runtime.PreforkRuntime, argv, {}, f"vf-nozygote-{os.getpid()}")
+        result, _ = await _run(union_runtime.PreforkRuntime, argv, {}, f"vf-nozygote-{os.getpid()}")
     assert (result.exit_code, result.stdout) == (0, "plain\n")
     assert any("no warm interpreter" in r.getMessage() and "zygote ended" in r.getMessage() for r in caplog.records)
 
 
 async def test_two_hundred_runs_keep_the_zygotes_memory_and_the_process_count_flat(pool, tmp_path) -> None:
     script = _script(tmp_path, "import json, email.mime.text\nprint(json.dumps(list(range(100))))\n")
-    runtime = a_runtime.PreforkRuntime(SubprocessConfig(), f"vf-flat-{os.getpid()}")
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-flat-{os.getpid()}")
     await runtime.start()
     samples = []
     try:

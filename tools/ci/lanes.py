@@ -87,6 +87,9 @@ LANES: dict[str, Lane] = {
                  '`adapter/reference/`')),
     "matrix": Lane(MATRIX, (
         "the contract suite and one real episode group inside each supported published verifiers/renderers pair",
+        "the pre-forked harness runtime in each cell, plugged in as that release allows (make_runtime on 0.2.x-0.4.0, "
+        "a custom runtime backend on 0.4.1.dev86): identical samples under both runtimes (arith-v1, echo-tool-v1 "
+        "with its tool server forked too, group-v1)",
         "contract-vf040: a rollout function over 20 Miles train calls on generation B: one engine pool, one served "
         "bridge, flat RSS, file descriptors, threads and child processes",
     ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS),

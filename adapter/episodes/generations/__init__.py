@@ -1,12 +1,13 @@
 """One typed seam per Verifiers API generation, chosen once by the version gate.
 
-    A  verifiers 0.2.x          adapter.episodes.generations.a.GenerationA
-    B  verifiers 0.3.x, 0.4.0   adapter.episodes.generations.b.GenerationB
+    A  verifiers 0.2.x                       adapter.episodes.generations.a.GenerationA
+    B  verifiers 0.3.x, 0.4.0, 0.4.1.dev86   adapter.episodes.generations.b.GenerationB
 
 `GenerationSpec` holds what is known without importing Verifiers: the config shape, the
 bundled fixtures and where the episode runner lives. `EpisodeBackend` is the Protocol every
 runner implements (tasks, group rewards, serving, the bridge client, a group of n rollouts).
-`installed()` picks the spec from `adapter.versions.gate.require_supported()`.
+`installed()` picks the spec from `adapter.versions.gate.require_supported()`; `harness_runtime`
+says which harness runtime its episodes run with (adapter.episodes.prefork).
 `unsupported_feature` is the one refusal both shims raise when Verifiers' TrainClient or
 Renderers raised `NotImplementedError` (A catches it in process, B reads the type Verifiers
 recorded on the model call): the run stops at the first group instead of resampling.
@@ -17,6 +18,7 @@ Import a runner module only through `GenerationSpec.load`: each imports its Veri
 from __future__ import annotations
 
 import importlib
+import importlib.metadata as metadata
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from adapter.episodes import bundled, prefork
 from adapter.errors import EnvConfigError, UnsupportedFeatureError
-from adapter.versions.gate import Generation, require_supported
+from adapter.versions.gate import PREFORK_PROVEN, Generation, require_supported
 
 if TYPE_CHECKING:
     import asyncio
@@ -67,21 +69,6 @@ class GenerationSpec:
     shape: str  # that shape, in words
     bundle: str  # the root under adapter/episodes/bundled
     runner: str  # "module:Class" of the EpisodeBackend
-    # why this generation runs Verifiers' own subprocess runtime even when the pre-forked one is
-    # asked for (adapter.episodes.prefork); None once its samples are proven identical under both
-    prefork_unproven: str | None = None
-
-    def harness_runtime(self, asked: str) -> tuple[str, str]:
-        """(the runtime its episodes run with, a line that says which and why) for `asked`
-        (`adapter.episodes.prefork.chosen()`)."""
-        if asked == "subprocess":
-            return "subprocess", (f"harness runtime: subprocess (Verifiers' own: one fresh interpreter per harness "
-                                  f"program; {prefork.RUNTIME_VAR}=subprocess or --harness-runtime subprocess)")
-        if self.prefork_unproven is not None:
-            return "subprocess", f"harness runtime: subprocess (Verifiers' own: {self.prefork_unproven})"
-        return "prefork", ("harness runtime: prefork (each harness program and tool server forked from a warm "
-                           "interpreter; --harness-runtime subprocess for Verifiers' own)")
-
     def load(self, config_data: Mapping[str, Any]) -> EpisodeBackend:
         module, _, cls = self.runner.partition(":")
         backend: EpisodeBackend = getattr(importlib.import_module(module), cls)(config_data)
@@ -111,9 +98,7 @@ SPECS: dict[Generation, GenerationSpec] = {
                         "adapter.episodes.generations.a:GenerationA"),
     "B": GenerationSpec("B", "verifiers 0.3.x/0.4.0", "agent",
                         "roles under [agent]: [agent.harness], [agent.runtime]", "b",
-                        "adapter.episodes.generations.b:GenerationB",
-                        prefork_unproven="the pre-forked runtime's samples are not yet proven identical to it on "
-                                         "verifiers 0.3.x/0.4.x"),
+                        "adapter.episodes.generations.b:GenerationB"),
 }
 # Shape detection order: roles under [agent] win (a B config may not have a top-level harness).
 _SHAPE_ORDER: tuple[Generation, ...] = ("B", "A")
@@ -137,6 +122,23 @@ def unsupported_feature(detail: str, *, origin: str | None = None) -> Unsupporte
         f"the episode asked for something Verifiers' TrainClient or Renderers does not implement{where}: "
         f"NotImplementedError: {what}. Every episode would fail alike, so the run stops: use a taskset, "
         "harness or renderer that does not need it")
+
+
+def harness_runtime(asked: str, verifiers: str | None = None) -> tuple[str, str]:
+    """(the harness runtime episodes run with, a line that says which and why) for `asked`
+    (`adapter.episodes.prefork.chosen()`) on `verifiers` (the installed release by default): the
+    pre-forked runtime only on a release whose matrix cell proves its samples identical to
+    Verifiers' own (`adapter.versions.gate.PREFORK_PROVEN`); any other release it serves (one run
+    untested) runs Verifiers' own and says why."""
+    if asked == "subprocess":
+        return "subprocess", (f"harness runtime: subprocess (Verifiers' own: one fresh interpreter per harness "
+                              f"program; {prefork.RUNTIME_VAR}=subprocess or --harness-runtime subprocess)")
+    release = verifiers if verifiers is not None else metadata.version("verifiers")
+    if release not in PREFORK_PROVEN:
+        return "subprocess", (f"harness runtime: subprocess (Verifiers' own: the pre-forked runtime's samples are "
+                              f"proven identical to it only on verifiers {', '.join(PREFORK_PROVEN)}, not {release})")
+    return "prefork", ("harness runtime: prefork (each harness program and tool server forked from a warm "
+                       "interpreter; --harness-runtime subprocess for Verifiers' own)")
 
 
 def installed() -> GenerationSpec:

@@ -39,7 +39,7 @@ from adapter.bridge.handler import CONFIGURATION_ERROR, BridgeState
 from adapter.config.settings import Settings
 from adapter.episodes import prefork
 from adapter.episodes.caches import with_harness_cache
-from adapter.episodes.generations import SPECS, unsupported_feature
+from adapter.episodes.generations import harness_runtime, unsupported_feature
 from adapter.episodes.harness_pins import hold
 from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import explicit_advice, renderer_identity
@@ -256,13 +256,13 @@ def ready_harness_program(harness: Any) -> None:
 
 def use_harness_runtime(runtime: str) -> None:
     """`prefork`: this process' `type = "subprocess"` rollouts fork their programs from warm
-    interpreters (adapter.episodes.generations.a_runtime); `subprocess`: Verifiers' own runtime."""
-    from adapter.episodes.generations import a_runtime
+    interpreters (adapter.episodes.generations.union_runtime); `subprocess`: Verifiers' own runtime."""
+    from adapter.episodes.generations import union_runtime
 
     if runtime == "prefork":
-        a_runtime.install(prefork.process_pool())
+        union_runtime.install(prefork.process_pool())
     else:
-        a_runtime.uninstall()
+        union_runtime.uninstall()
 
 
 class GenerationA:
@@ -277,7 +277,7 @@ class GenerationA:
 
         self.env = vf.Environment(vf.EnvConfig.model_validate(with_pinned_harness_cache(config_data)))
         ready_harness_program(self.env.harness)
-        use_harness_runtime(SPECS["A"].harness_runtime(prefork.chosen())[0])
+        use_harness_runtime(harness_runtime(prefork.chosen())[0])
         self.tasks = list(self.env.taskset.load())
         self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
 

@@ -41,7 +41,8 @@ from typing import Any
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
-from adapter.episodes.generations import unsupported_feature
+from adapter.episodes import prefork
+from adapter.episodes.generations import harness_runtime, unsupported_feature
 from adapter.episodes.harness_pins import hold
 from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import renderer_identity
@@ -245,7 +246,44 @@ def _load_env(config_data: Mapping[str, Any]) -> Any:
 
     config = resolve_env_config(dict(config_data))
     ready_harness_programs(config)
+    use_harness_runtime(config, harness_runtime(prefork.chosen())[0])
     return load_environment(config)
+
+
+def _agent_roles(config: Any) -> list[Any]:
+    import verifiers.v1 as vf
+
+    return [role for role in (getattr(config, name) for name in type(config).model_fields)
+            if isinstance(role, vf.AgentConfig)]
+
+
+def _has_runtime_backends() -> bool:
+    """Whether the installed verifiers takes third-party runtime backends (0.4.1.dev86+)."""
+    import verifiers.v1.runtimes as vf_runtimes
+
+    return hasattr(vf_runtimes, "backend_cls")
+
+
+def use_harness_runtime(config: Any, runtime: str) -> None:
+    """`prefork`: the loaded EnvConfig's `type = "subprocess"` roles, and this process' tool
+    servers, fork their programs from warm interpreters, plugged in as the release allows
+    (a backend: adapter.episodes.generations.backend_runtime; the closed union's
+    `make_runtime`: adapter.episodes.generations.union_runtime); `subprocess`: Verifiers' own."""
+    if _has_runtime_backends():
+        from adapter.episodes.generations import backend_runtime
+
+        if runtime == "prefork":
+            backend_runtime.route_agents(_agent_roles(config))
+            backend_runtime.install()
+        else:
+            backend_runtime.uninstall()
+        return
+    from adapter.episodes.generations import union_runtime
+
+    if runtime == "prefork":
+        union_runtime.install(prefork.process_pool())
+    else:
+        union_runtime.uninstall()
 
 
 def ready_harness_programs(config: Any) -> None:
@@ -256,13 +294,11 @@ def ready_harness_programs(config: Any) -> None:
     UV_COMPILE_BYTECODE=1.
     0.4.0 prepares with UV_OFFLINE=false (`PREPARE_FORCES`): the program is checked under that,
     against the index. `HarnessEnvironmentError` when it cannot be prepared."""
-    import verifiers.v1 as vf
     from verifiers.v1.utils.loaders import harness_class
 
     forced = {} if metadata.version("verifiers").startswith("0.3.") else PREPARE_FORCES
-    for name in type(config).model_fields:
-        agent = getattr(config, name)
-        if isinstance(agent, vf.AgentConfig) and agent.harness is not None and agent.runtime.type == "subprocess":
+    for agent in _agent_roles(config):
+        if agent.harness is not None and agent.runtime.type == "subprocess":
             source = hold(harness_class(agent.harness.id), agent.harness.resolved_env)
             if source is not None:
                 agent.harness.env.update(prepared_env(source, agent.harness.resolved_env, forced=forced))

@@ -1,44 +1,49 @@
-"""Generation A's (verifiers 0.2.x) seam for the pre-forked harness runtime (adapter.episodes.prefork).
+"""The pre-forked harness runtime's plug where Verifiers' runtimes are a closed union (0.2.x,
+0.3.x, 0.4.0: generations A and B's first releases; adapter.episodes.prefork says what it runs).
 
-0.2.x has no third-party runtime backends: `verifiers.v1.rollout` builds each rollout's runtime,
-and `verifiers.v1.mcp.launch` each tool server's own, with `make_runtime(config, name)`, a closed
-union. `install(pool)` rebinds that one name in those two modules (`ROUTED`), for the whole
-process: a `type = "subprocess"` config then gets `PreforkRuntime`, a
-`SubprocessRuntime` whose program runs and background servers are forked from warm zygotes
+These releases have no third-party runtimes: each rollout's runtime, and each tool server's own,
+is built by `make_runtime(config, name)` (`verifiers.v1.runtimes`), read by name in
+`verifiers.v1.rollout` and `verifiers.v1.mcp.launch` (0.2.x, 0.3.x) and through the package's own
+`provision_runtime` (0.4.0). `install(pool)` rebinds that one name in those modules (`ROUTED`),
+for the whole process: a `type = "subprocess"` config then gets `PreforkRuntime`, the release's
+own `SubprocessRuntime` whose program runs and background servers are forked from warm zygotes
 where `prefork.launch_for` recognises them (everything else, and every other runtime type, is
 Verifiers' own). `uninstall()` restores Verifiers' function. Verifiers' CLI (`vf debug`,
-`vf validate`) keeps its own `make_runtime`.
+`vf validate`) keeps its own `make_runtime`. 0.4.1.dev86 and later plug in as a backend
+(adapter.episodes.generations.backend_runtime).
 """
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import verifiers.v1.mcp.launch as vf_mcp_launch
 import verifiers.v1.rollout as vf_rollout
+import verifiers.v1.runtimes as vf_runtimes
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig, SubprocessRuntime
 from verifiers.v1.runtimes import make_runtime as verifiers_make_runtime
 from verifiers.v1.runtimes.base import register
 
 from adapter.episodes import prefork
-from adapter.episodes.zygotes import ForkedChild, Launch, ZygotePool
+from adapter.episodes.zygotes import Launch, ZygotePool
 
 _POOL: list[ZygotePool] = []  # the installed pool (one), read by every PreforkRuntime
-ROUTED = (vf_rollout, vf_mcp_launch)  # the modules whose `make_runtime` builds rollouts' and tool servers' runtimes
+# the modules whose `make_runtime` builds rollouts' and tool servers' runtimes (each where it has one)
+ROUTED = tuple(m for m in (vf_rollout, vf_mcp_launch, vf_runtimes) if hasattr(m, "make_runtime"))
 
 
 class PreforkRuntime(SubprocessRuntime):  # type: ignore[misc]  # Verifiers is untyped (no py.typed)
-    """Verifiers 0.2.x's subprocess runtime, its Python programs forked from warm interpreters."""
+    """The release's subprocess runtime, its Python programs forked from warm interpreters."""
 
     def __init__(self, config: SubprocessConfig, name: str | None = None) -> None:
         super().__init__(config, name)
-        self._forked_background: list[ForkedChild] = []
+        self._forked = prefork.ForkedServers()
 
     def _launch(self, argv: list[str], env: dict[str, str]) -> Launch | None:
         if not _POOL:
             return None
-        return prefork.launch_for(argv, env, str(self.workdir) if self.workdir is not None else None)
+        merged = self.process_env(env) if hasattr(self, "process_env") else env  # 0.4.0 adds the runtime's env
+        return prefork.launch_for(argv, merged, str(self.workdir) if self.workdir is not None else None)
 
     async def run(self, argv: list[str], env: dict[str, str]) -> ProgramResult:
         launch = self._launch(argv, env)
@@ -57,12 +62,14 @@ class PreforkRuntime(SubprocessRuntime):  # type: ignore[misc]  # Verifiers is u
         if child is None:
             await super().run_background(argv, env, log)
             return
-        self._forked_background.append(child)
+        self._forked.add(child)
+
+    async def teardown(self) -> None:
+        await self._forked.stop()  # as Verifiers stops its own (0.3.x+): SIGTERM, 5 s, SIGKILL
+        await super().teardown()
 
     def cleanup(self) -> None:
-        for child in self._forked_background:  # as Verifiers ends its own: SIGTERM to the group
-            child.kill_group(signal.SIGTERM)
-        self._forked_background = []
+        self._forked.send()  # as Verifiers ends its own: SIGTERM to the group
         super().cleanup()
 
 

@@ -31,7 +31,8 @@
     ├── RolloutStalledError       every recent group was dropped: the run cannot make progress
     ├── InternalBridgeError       the bridge's own code failed answering a model call (a bug):
     │                             the train call raises it at the next group, cause chained
-    ├── EngineAbortedError        SGLang reported `abort`: never reported as a completed turn
+    ├── EngineAbortedError        SGLang reported `abort`, or the run cut the model call off as
+    │                             its episodes were cancelled: never reported as a completed turn
     ├── EpisodeError              an episode failed as data (Verifiers recorded or raised a rollout
     │                             error): its group is dropped with `reason`; any other exception
     │                             from a generation shim is a bug and stops the run at once
@@ -58,6 +59,8 @@ The product's errors live here; the demo engine's and the check command's live b
                                   model's TinyModelBuildError, the pinned tokenizer files' AssetError
                                   and sglang_source's SGLangSourceError
     adapter.cli.server_checks     `vf-sglang check`'s verdicts: CheckFailed, CheckSkipped
+    adapter.cli.interrupts        Interrupted: a command ended by SIGTERM or SIGINT, its episodes
+                                  cancelled (exit status 128 + the signal; not an error to report)
 One more exception lives in a shim: generation A's `AdapterRequestError` must subclass Verifiers' own
 `ProviderError` (TrainClient retries by that type), and this module imports nothing from Verifiers.
 

@@ -14,11 +14,11 @@ were read from, and a missing `--router-policy` is warned about (`adapter.cli.ro
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from adapter.cli import interrupts
 from adapter.cli.commands import ROUTER_FLAG, add_harness_runtime, add_router_policy, harness_runtime_line
 from adapter.cli.help_text import CHECK_HELP, add_command
 from adapter.cli.routing import router_notes
@@ -110,7 +110,7 @@ async def run(args: argparse.Namespace, recorder: CassetteRecorder | None = None
 
 
 def _check(args: argparse.Namespace) -> int:
-    return asyncio.run(run(args, recorder_for(args)))
+    return interrupts.run(run(args, recorder_for(args)))
 
 
 def add_check_command(commands: Any) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapter.cli import interrupts
 from adapter.cli.arguments import check_model_dir, check_port_free, check_tokenizer_dir
 from adapter.cli.help_text import DEMO_HELP, ENGINE_HELP, ROLLOUT_HELP, add_command
 from adapter.cli.progress import GroupProgress, progress_wanted
@@ -152,7 +153,7 @@ def _rollout(args: argparse.Namespace) -> int:
     _say(args, harness_runtime_line(args))
     started = time.monotonic()
     try:
-        result = asyncio.run(_run(args, settings, args.tokenizer, recorder))
+        result = interrupts.run(_run(args, settings, args.tokenizer, recorder))
     finally:
         close_process_pool()
     return _report(args, result, time.monotonic() - started)
@@ -203,7 +204,7 @@ def _demo(args: argparse.Namespace) -> int:
     add_env_sources([installed().bundled_tasksets()])
     recorder = recorder_for(args)
     try:
-        result = asyncio.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
+        result = interrupts.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
     finally:
         close_process_pool()
     return _report(args, result, time.monotonic() - started)

@@ -26,6 +26,7 @@ from adapter.cli.help_text import (
     VERSIONS_HELP,
     add_command,
 )
+from adapter.cli.interrupts import Interrupted
 from adapter.config.settings import Settings
 from adapter.engine.recording import record_option
 from adapter.errors import VfSglangError
@@ -243,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VfSglangError, ServeError) as exc:  # the user can act on these
         print(f"vf-sglang: error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:
+        print(f"vf-sglang: {exc}", file=sys.stderr)
+        return exc.exit_status
 
 
 if __name__ == "__main__":

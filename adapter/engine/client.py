@@ -55,6 +55,7 @@ from adapter.engine.topology import (
 from adapter.engine.transport import EngineTransport
 from adapter.errors import (
     ConfigurationError,
+    EngineAbortedError,
     EngineBusyError,
     EngineError,
     EngineStatusError,
@@ -210,6 +211,8 @@ class SGLangClient:
         self._slots = asyncio.Semaphore(max_in_flight)
         self.topologies: dict[str, Topology] = {}  # base URL → what discovery found there (`topology()`)
         self._discovering = asyncio.Lock()
+        self._exchanges: set[asyncio.Future[Answer]] = set()  # in flight (`cut_in_flight`)
+        self._cut: set[asyncio.Future[Answer]] = set()
 
     @property
     def base_url(self) -> str:
@@ -247,6 +250,32 @@ class SGLangClient:
         parsed = _result(method, url, response, body, self.max_body_bytes)
         return Answer(parsed, response.headers.get(ROUTED_WORKER_HEADER))
 
+    async def _cuttable(self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]) -> Answer:
+        """`_exchange` as a task of its own that `cut_in_flight` can end: the caller then gets
+        `EngineAbortedError` (a cancelled caller still gets its cancellation)."""
+        exchange = asyncio.ensure_future(self._exchange(method, url, content, headers))
+        self._exchanges.add(exchange)
+        try:
+            return await exchange
+        except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if exchange in self._cut and (caller is None or not caller.cancelling()):
+                raise EngineAbortedError(f"{method} {url}: cut off: the episodes it served were cancelled") from None
+            raise
+        finally:
+            self._exchanges.discard(exchange)
+            self._cut.discard(exchange)
+
+    def cut_in_flight(self) -> int:
+        """End every exchange in flight now (after `abort_all`, as a run's cancelled episodes end:
+        an engine that does not honour the abort keeps no model call, and no server waiting on
+        one, open until it answers). How many were cut."""
+        exchanges = [e for e in self._exchanges if not e.done()]
+        for exchange in exchanges:
+            self._cut.add(exchange)
+            exchange.cancel()
+        return len(exchanges)
+
     async def peek(self, path: str, *, deadline: float) -> Peeked:
         """`GET path` at the address once, within `deadline` seconds, whatever its status: what
         preflight needs to tell "cannot reach" from "not SGLang". A failed connection or no
@@ -271,7 +300,7 @@ class SGLangClient:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
                 async with asyncio.timeout(self.timeouts.read):
-                    return await self._exchange(method, url, content, headers or {})
+                    return await self._cuttable(method, url, content, headers or {})
             except TimeoutError as exc:
                 raise EngineTimeoutError(
                     f"{method} {url}: no complete answer within {self.timeouts.read:g}s") from exc

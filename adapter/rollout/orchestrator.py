@@ -422,13 +422,15 @@ def _stall_message(count: int, drops: Counter[str], last_detail: dict[str, str])
 
 
 async def _cancel(pending: set[asyncio.Task[Any]], engine: SGLangClient) -> None:
-    """Cancel episodes still running and tell the engine to drop their requests."""
+    """Cancel episodes still running, tell the engine to drop their requests, and end the model
+    calls still waiting on it (they run in the servers' handler tasks, not the episodes')."""
     if not pending:
         return
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     await engine.abort_all()
+    engine.cut_in_flight()
 
 
 def close_all(timeout: float = 30.0) -> None:

@@ -22,6 +22,8 @@ OUTSIDE = {
     ("reference/errors.py", "SGLangSourceError"), ("reference/errors.py", "TinyModelBuildError"),
     # `vf-sglang check`'s verdicts, beside the checks
     ("cli/server_checks.py", "CheckFailed"), ("cli/server_checks.py", "CheckSkipped"),
+    # a command ended by a signal: its exit status, beside the one runner that raises it
+    ("cli/interrupts.py", "Interrupted"),
 }
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapter.episodes import bundled, prefork
+from adapter.episodes import bundled, prefork, reaper
 from adapter.errors import EnvConfigError, UnsupportedFeatureError
 from adapter.versions.gate import PREFORK_PROVEN, Generation, require_supported
 
@@ -69,7 +69,9 @@ class GenerationSpec:
     shape: str  # that shape, in words
     bundle: str  # the root under adapter/episodes/bundled
     runner: str  # "module:Class" of the EpisodeBackend
+
     def load(self, config_data: Mapping[str, Any]) -> EpisodeBackend:
+        reaper.ensure()  # what the episodes start does not outlive this process (adapter.episodes.reaper)
         module, _, cls = self.runner.partition(":")
         backend: EpisodeBackend = getattr(importlib.import_module(module), cls)(config_data)
         return backend

@@ -1,0 +1,27 @@
+"""A process running the adapter's Miles rollout function, ended mid-train-call, leaves nothing
+running, under Verifiers' own subprocess runtime (its harness programs and tool servers run in
+sessions of their own): SIGTERM ends the process at once (its default action: Miles' process,
+not the adapter's to handle), and the reaper ends what its episodes started. Both ABIs: the
+class awaited on the process' loop, the legacy function from the main thread (its loop in a
+thread of its own)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import pytest
+
+from adapter.episodes.prefork import RUNTIME_VAR
+from benchmarks.stub import running
+from tests.leftovers import interrupt
+
+
+@pytest.mark.parametrize(("abi", "sig"), [("class", signal.SIGTERM), ("legacy", signal.SIGINT)])
+def test_a_miles_process_ended_mid_call_leaves_no_process(qwen3_tokenizer, tmp_path, monkeypatch, abi, sig) -> None:
+    monkeypatch.setenv(RUNTIME_VAR, "subprocess")
+    with running(delay=60.0) as (url, _):
+        done = interrupt([sys.executable, "-m", "tests.miles.interrupted_run", url, str(qwen3_tokenizer), abi], sig,
+                         tmp_path / "stderr.txt", at_least=10)
+    assert done.seconds_to_exit < 10, done.stderr[-3000:]
+    assert done.left == [], f"{len(done.left)} of {done.in_flight} processes outlived the run: {done.left}"

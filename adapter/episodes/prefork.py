@@ -11,10 +11,12 @@ then the call's env; the rollout's workdir as cwd; a session of its own; stdout 
   * a uv script, as `Runtime.prepare_uv_script` wraps it: `sh -c '<exports>; shift; exec "$@"'
     uv-script VENV INTERPRETER SCRIPT ARGS...` (the harness program). Only a wrapper known here
     word for word is taken, and its exports are applied as sh would (with the `PWD` sh sets);
-  * `INTERPRETER -m MODULE` (a tool server, `mcp/launch.py`).
+  * `INTERPRETER -m MODULE` (a tool server, `mcp/launch.py`);
+  * `INTERPRETER -c CODE ARGS...` (the tool servers' readiness probe, `mcp/launch.py`; 0.2.x and
+    0.3.x name `python3`, found on the call's PATH as exec would find it).
 
-Anything else (`sh -c mv ...`, uv's own preparation, the tool servers' probe) returns None and
-runs as Verifiers runs it. So does a program whose zygote cannot start (the pool says why, once).
+Anything else (`sh -c mv ...`, uv's own preparation) returns None and runs as Verifiers runs
+it. So does a program whose zygote cannot start (the pool says why, once).
 
 `run_program` runs a launch to its end (stdout, stderr, exit code); cancelled, it kills the
 program's process group, as Verifiers does. After the program exits its group is killed too: a
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -98,6 +101,11 @@ def launch_for(argv: list[str], env: Mapping[str, str], cwd: str | None) -> Laun
         return Launch(interpreter, "path", script, (script, *argv[7:]), {**full, **exported}, cwd)
     if len(argv) == 3 and argv[1] == "-m" and os.path.isabs(argv[0]) and os.path.basename(argv[0]).startswith("python"):
         return Launch(argv[0], "module", argv[2], ("-m",), full, cwd)
+    if len(argv) >= 3 and argv[1] == "-c" and os.path.basename(argv[0]).startswith("python"):
+        interpreter = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=full.get("PATH", ""))
+        if interpreter is None or (os.sep in argv[0] and not os.path.isabs(argv[0])):
+            return None
+        return Launch(interpreter, "code", argv[2], ("-c", *argv[3:]), full, cwd)
     return None
 
 

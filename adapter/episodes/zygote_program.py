@@ -6,14 +6,15 @@ Run by the harness program's own interpreter (stdlib only; it never imports `ada
 
 KIND/TARGET name what its children run, and so what it imports once, up front: `path` a script
 file (every module the script imports, wherever in the script), `module` a module run with `-m`
-(the imports of the module's own source). Imports that fail are skipped: the child then imports
-them itself, as a fresh interpreter would. It then learns from its children: each child reports,
-as it exits, the modules it imported that the zygote had not (a library's lazy imports: openai's
-resources and types, httpx's transport), and the zygote imports them before its next fork. What
-it learns it keeps in the file LEARNED (one module a line, written whole, then renamed), and a
-zygote of the same interpreter and program imports that file's modules up front, so the next run
-starts warm. After each import its objects are frozen out of the garbage collector's reach
-(`gc.freeze`), so a child's collections do not copy the zygote's pages.
+(the imports of the module's own source), `code` a program given with `-c` (TARGET is its text).
+Imports that fail are skipped: the child then imports them itself, as a fresh interpreter would.
+It then learns from its children: each child reports, as it exits, the modules it imported that
+the zygote had not (a library's lazy imports: openai's resources and types, httpx's transport),
+and the zygote imports them before its next fork. What it learns it keeps in the file LEARNED
+(one module a line, written whole, then renamed), and a zygote of the same interpreter and
+program imports that file's modules up front, so the next run starts warm. After each import its
+objects are frozen out of the garbage collector's reach (`gc.freeze`), so a child's collections
+do not copy the zygote's pages.
 
 The control socket (a Unix stream socket, CONTROL_FD) carries length-prefixed JSON frames
 (`send`/`receive`, which the adapter's side, adapter.episodes.zygotes, imports from here). The
@@ -54,6 +55,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from typing import Any
 
 HEADER = struct.Struct("!I")
@@ -88,6 +90,8 @@ def import_all(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def target_source(kind: str, target: str) -> str | None:
+    if kind == "code":
+        return target
     if kind == "path":
         with open(target, encoding="utf-8") as handle:
             return handle.read()
@@ -200,6 +204,14 @@ def _become(request: dict[str, Any], fds: list[int], zygote_pid: int) -> None:
     sys.argv = list(request["argv"])
 
 
+def run_code(code: str) -> None:
+    """What `python -c CODE` runs: CODE in a fresh `__main__`, `sys.path[0]` the empty string."""
+    sys.path[0] = ""
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    exec(compile(code, "<string>", "exec"), main.__dict__)  # the program Verifiers runs, as `-c` runs it
+
+
 def run_child(kind: str, target: str, request: dict[str, Any], fds: list[int], zygote_pid: int, *,
               known: frozenset[str], report: int) -> None:
     """In the forked child: become the episode's program, run it, report, exit. Never returns."""
@@ -211,6 +223,8 @@ def run_child(kind: str, target: str, request: dict[str, Any], fds: list[int], z
         if kind == "path":
             sys.path[0] = os.path.dirname(os.path.abspath(target))
             runpy.run_path(target, run_name="__main__")
+        elif kind == "code":
+            run_code(target)
         else:
             sys.path[0] = os.getcwd()
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -374,7 +388,10 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=control)
     sock.setblocking(True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the adapter ends it (its socket closes), not the terminal
-    sys.path[0] = os.getcwd() if kind == "module" else os.path.dirname(os.path.abspath(target))
+    if kind == "path":
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+    else:
+        sys.path[0] = os.getcwd() if kind == "module" else ""
     started = time.monotonic()
     source = target_source(kind, target)
     names = [*(imported_names(source) if source is not None else []), *read_learned(learned)]

@@ -57,13 +57,13 @@ STARTUP_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH"
                 "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8",
                 "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX", "VIRTUAL_ENV")
 
-Kind = Literal["path", "module"]
+Kind = Literal["path", "module", "code"]
 
 
 @dataclass(frozen=True)
 class Launch:
-    """One program run: `interpreter` runs `target` (a script path, or a module for `-m`) as
-    `__main__` with `argv` (its `sys.argv`), the full `env` and `cwd`."""
+    """One program run: `interpreter` runs `target` (a script path, a module for `-m`, the
+    program's text for `-c`) as `__main__` with `argv` (its `sys.argv`), the full `env` and `cwd`."""
 
     interpreter: str
     kind: Kind

@@ -4,7 +4,7 @@ The same seeded tasks through Miles' class, once with Verifiers' own subprocess 
 with the pre-forked one, on the installed verifiers (every matrix cell runs it), against a scripted engine that answers
 by the prompt: token ids, loss masks, log-probs, rewards and statuses must be equal, sample for
 sample. Three tasksets: one model turn (arith-v1), a tool server started per rollout
-(echo-tool-v1: its server, the probe and the program all go through the runtime), and a group
+(echo-tool-v1: its server, its readiness probe and the program all go through the runtime), and a group
 reward (group-v1).
 """
 
@@ -36,10 +36,11 @@ def _group_policy(tokenizer: Any) -> TextPolicy:
 
 
 # taskset → (its policy, its Miles args, the kinds of program its episodes fork: a harness
-# program is a script ("path"), a tool server a module ("module"))
+# program is a script ("path"), a tool server a module ("module"), its readiness probe a `-c`
+# program ("code"))
 CASES = {
     "arith-v1": (arith_policy, {}, {"path"}),
-    "echo-tool-v1": (tool_policy, {}, {"path", "module"}),
+    "echo-tool-v1": (tool_policy, {}, {"path", "module", "code"}),
     "group-v1": (_group_policy, {"reward_key": "shortest"}, {"path"}),
 }
 

@@ -106,6 +106,19 @@ async def test_a_program_sees_and_reports_what_the_subprocess_runtime_gives_it(
     assert seen["name"] == "__main__" and seen["path0"] == str(script.parent)
 
 
+@pytest.mark.parametrize("python", ["python3", sys.executable], ids=["on PATH", "absolute"])
+async def test_a_program_given_with_dash_c_sees_what_the_subprocess_runtime_gives_it(
+        pool, monkeypatch, python) -> None:
+    """The tool servers' readiness probe: `python3 -c CODE URL` (0.2.x, 0.3.x), `sys.executable -c ...` (0.4.x)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    argv = [python, "-c", SEES, "http://127.0.0.1:1/mcp"]
+    (plain, plain_dir), (warm, warm_dir) = await _both(pool, argv, {"EXIT": "4"}, "dash-c")
+    assert (warm.exit_code, warm.stderr) == (plain.exit_code, plain.stderr) == (4, "to stderr\n")
+    seen = _seen(warm, warm_dir)
+    assert seen == _seen(plain, plain_dir)
+    assert seen["argv"] == ["-c", "http://127.0.0.1:1/mcp"] and seen["path0"] == "" and seen["name"] == "__main__"
+
+
 async def test_a_program_that_hangs_past_its_timeout_is_killed_with_its_whole_group(pool, tmp_path) -> None:
     pids = tmp_path / "pids"
     script = _script(tmp_path, textwrap.dedent(f'''

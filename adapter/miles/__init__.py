@@ -4,7 +4,8 @@
     --rollout-function-path adapter.miles.generate_rollout       (legacy function ABI)
 
 Owns: those entry points (`binding`), Miles' rollout-function types or field-compatible stand-ins
-(`abi`), and the training command builder (`launcher`).
+(`abi`), the rollout function's own checkpoint beside Miles' (`checkpoint`), which Miles the
+launcher targets (`flavor`), and the training command builder (`launcher`).
 May import: everything but `adapter.cli`.
 """
 

@@ -161,6 +161,28 @@ def test_each_subpackage_says_what_it_owns_and_may_import(subpackage: str) -> No
     assert "Owns:" in doc and "May import:" in doc, f"adapter/{subpackage}/__init__.py"
 
 
+def _parts(subpackage: str) -> list[str]:
+    """Its modules and its folders (`bundled/`, `generations/`), as the map names them."""
+    folder = ADAPTER / subpackage
+    return sorted([p.stem for p in folder.glob("*.py") if p.name != "__init__.py"]
+                  + [p.name for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"])
+
+
+def _unnamed(parts: list[str], text: str) -> list[str]:
+    return [name for name in parts if not re.search(rf"`{re.escape(name)}(`|/)", text)]
+
+
+@pytest.mark.parametrize("subpackage", DIRECTION[1:])
+def test_every_module_is_named_in_its_subpackage_owns_and_in_the_architecture_table(subpackage: str) -> None:
+    doc = ast.get_docstring(ast.parse((ADAPTER / subpackage / "__init__.py").read_text())) or ""
+    owns = doc[doc.index("Owns:"):doc.index("May import:")]
+    row = next(line for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines()
+               if line.startswith(f"| `adapter/{subpackage}/`"))
+    parts = _parts(subpackage)
+    assert _unnamed(parts, owns) == [], f"adapter/{subpackage}/__init__.py's Owns: leaves these out"
+    assert _unnamed(parts, row) == [], f"ARCHITECTURE.md's row for adapter/{subpackage}/ leaves these out"
+
+
 @pytest.mark.parametrize("document", ["ARCHITECTURE.md", "README.md"])
 def test_the_docs_list_every_subpackage(document: str) -> None:
     text = (ROOT / document).read_text()

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.stub import running
 from tests.leftovers import interrupt
-from tests.rollout.test_episodes import ENVS
+from tests.miles.test_episodes import ENVS
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from adapter.miles.binding import VerifiersRolloutFn
 from adapter.samples.conversion import flatten
 from conformance.engine import ScriptedEngine, asgi_app
 from conformance.policies import TextPolicy
-from tests.rollout.test_episodes import arith_policy, miles_args, tool_policy
+from tests.miles.test_episodes import arith_policy, miles_args, tool_policy
 
 
 def _group_policy(tokenizer: Any) -> TextPolicy:

@@ -3,7 +3,9 @@ README.md, docs/ and e2e/README.md name, and every one a docstring names, resolv
 to a name defined in one. Full names (`adapter.rollout.job`, `e2e.judges.verify`) are checked
 wherever they appear; names relative to adapter/ (`rollout.job`, `samples.conversion`) where they
 are quoted in backticks in the docs and adapter/'s docstrings (elsewhere `config.steps` is a
-variable's attribute). Miles' own package (`miles.utils.types`) is not ours and is skipped."""
+variable's attribute). `miles.` names both adapter/miles (`miles.binding`) and Miles' own package
+(`miles.utils.types`): one is checked when its next part is a module of adapter/miles or a name
+its `__init__` defines, and left as Miles' own otherwise."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("adapter", "conformance", "e2e", "tools", "benchmarks")
 SUBPACKAGES = tuple(sorted(p.name for p in (REPO / "adapter").iterdir()
-                           if (p / "__init__.py").is_file() and p.name != "miles"))
+                           if (p / "__init__.py").is_file()))
 NAME = r"(?:\.[A-Za-z_]\w*)+"
 FULL = re.compile(rf"(?<![\w./-])((?:{'|'.join(ROOTS)}){NAME})")
 RELATIVE = re.compile(rf"`((?:{'|'.join(SUBPACKAGES)}){NAME})")
@@ -57,10 +59,20 @@ def resolves(name: str) -> bool:
     return False
 
 
+def _ours(relative_name: str) -> bool:
+    """A relative name of this repository's (module docstring: `miles.` is also Miles' own)."""
+    package, _, rest = relative_name.partition(".")
+    if package != "miles":
+        return True
+    miles = REPO / "adapter" / "miles"
+    part = rest.split(".")[0]
+    return (miles / f"{part}.py").is_file() or (miles / part).is_dir() or part in _defined(miles / "__init__.py")
+
+
 def _names(text: str, *, relative: bool = True) -> set[str]:
     found = {m.group(1) for m in FULL.finditer(text)}
     if relative:
-        found |= {f"adapter.{m.group(1)}" for m in RELATIVE.finditer(text)}
+        found |= {f"adapter.{m.group(1)}" for m in RELATIVE.finditer(text) if _ours(m.group(1))}
     return {name.rstrip(".") for name in found if not name.endswith(FILE_SUFFIXES)}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,45 @@ def test_the_tests_mirror_the_package_one_folder_per_subpackage() -> None:
     subpackages = {p.name for p in ADAPTER.iterdir() if (p / "__init__.py").is_file()}
     folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").is_file()}
     assert sorted(subpackages - folders) == []
+
+
+# `vf-sglang` (pyproject's [project.scripts]) is adapter.cli's door: a test that runs it reaches adapter.cli
+SCRIPTS = {name: target.split(":")[0] for name, target in
+           tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"].items()}
+
+
+def _named_modules(path: Path) -> set[str]:
+    """The modules a test file reaches: what it imports, what the programs it starts import or run
+    (`-m adapter.x`, a script's text in a string, the `vf-sglang` script), and what the helper
+    modules of the tests it imports reach, one level down."""
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(re.findall(r"\b(?:adapter|tests)(?:\.\w+)+", node.value))
+            names.update(module for script, module in SCRIPTS.items() if script in node.value)
+    for name in [n for n in names if n.startswith("tests.") and not n.split(".")[-1].startswith("test_")]:
+        helper = ROOT / (name.replace(".", "/") + ".py")
+        if helper.is_file() and helper != path:
+            names |= _named_modules_shallow(helper)
+    return names
+
+
+def _named_modules_shallow(path: Path) -> set[str]:
+    return {node.module for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module}
+
+
+def test_each_subpackage_folder_of_tests_holds_tests_that_reach_that_subpackage() -> None:
+    """tests/<subpackage>/test_*.py reaches adapter.<subpackage> (by `_named_modules`): a test
+    of another subpackage's code sits in that subpackage's folder."""
+    subpackages = {p.name for p in ADAPTER.iterdir() if (p / "__init__.py").is_file()}
+    misplaced = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "tests").glob("*/test_*.py"))
+                 if path.parent.name in subpackages
+                 and not any(name == f"adapter.{path.parent.name}" or name.startswith(f"adapter.{path.parent.name}.")
+                             for name in _named_modules(path))]
+    assert misplaced == []

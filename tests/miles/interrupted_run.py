@@ -17,7 +17,7 @@ from adapter.episodes.bundled import add_env_sources
 from adapter.episodes.generations import installed
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn, generate_rollout
-from tests.rollout.test_episodes import ENVS
+from tests.miles.test_episodes import ENVS
 
 
 def miles_args(url: str, tokenizer: str) -> argparse.Namespace:

@@ -230,7 +230,7 @@ async def test_real_episodes_inside_miles_pass_miles_checks(miles, qwen3_tokeniz
     from renderers.base import load_tokenizer
 
     from adapter.miles.binding import VerifiersRolloutFn
-    from tests.rollout.test_episodes import arith_policy, miles_args
+    from tests.miles.test_episodes import arith_policy, miles_args
 
     sglang_mock.default = arith_policy(load_tokenizer(str(qwen3_tokenizer)))
     # arith-mini-v1: arith-v1's first two tasks (the eval runs each; arith-v1's 12 cost ~20 s of harness CPU)

@@ -22,7 +22,7 @@ from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn
 from adapter.samples.conversion import flatten
 from conformance.engine import Fault
-from tests.rollout.test_episodes import arith_policy, miles_args
+from tests.miles.test_episodes import arith_policy, miles_args
 
 
 @pytest.fixture

@@ -130,7 +130,7 @@ def program_attribute(harness_cls: type) -> tuple[object, str] | None:
     module = sys.modules.get(harness_cls.__module__)
     for name in PROGRAM_ATTRIBUTES:
         source = getattr(module, name, None)
-        if isinstance(source, str) and "# /// script\n" in source:
+        if isinstance(source, str) and PEP723_BLOCK.search(source):
             return module, name
     return None
 

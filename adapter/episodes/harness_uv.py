@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Literal
 
 from adapter.episodes.caches import user_cache_dir
-from adapter.episodes.harness_pins import MARK, PEP723_BLOCK, program_attribute, program_requirements
+from adapter.episodes.harness_pins import MARK, program_requirements
 from adapter.errors import HarnessEnvironmentError
 
 logger = logging.getLogger(__name__)
@@ -62,14 +62,6 @@ BYTECODE = {"UV_COMPILE_BYTECODE": "1"}
 # Who already decided the preparation's UV_OFFLINE (the release: 0.4.0 forces it), in that order.
 FixedBy = Literal["the installed verifiers", "the harness env", "this process' environment"]
 _ready: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, str]] = {}
-
-
-def program_source(harness_cls: type) -> str | None:
-    """The PEP 723 program a harness class' module carries, or None (a harness that builds its
-    program otherwise is left as Verifiers runs it)."""
-    found = program_attribute(harness_cls)
-    source = None if found is None else getattr(*found)
-    return source if isinstance(source, str) and PEP723_BLOCK.search(source) else None
 
 
 def offline_env(script: str, harness_env: Mapping[str, str], *,

@@ -102,10 +102,10 @@ def launch_for(argv: list[str], env: Mapping[str, str], cwd: str | None) -> Laun
     if len(argv) == 3 and argv[1] == "-m" and os.path.isabs(argv[0]) and os.path.basename(argv[0]).startswith("python"):
         return Launch(argv[0], "module", argv[2], ("-m",), full, cwd)
     if len(argv) >= 3 and argv[1] == "-c" and os.path.basename(argv[0]).startswith("python"):
-        interpreter = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=full.get("PATH", ""))
-        if interpreter is None or (os.sep in argv[0] and not os.path.isabs(argv[0])):
+        found = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=full.get("PATH", ""))
+        if found is None or (os.sep in argv[0] and not os.path.isabs(argv[0])):
             return None
-        return Launch(interpreter, "code", argv[2], ("-c", *argv[3:]), full, cwd)
+        return Launch(found, "code", argv[2], ("-c", *argv[3:]), full, cwd)
     return None
 
 

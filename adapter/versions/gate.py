@@ -14,7 +14,6 @@ is `docs/compatibility.md` (written from this gate by `vf-sglang compat --write`
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata as metadata
 import importlib.util
 import logging
@@ -250,12 +249,15 @@ def installed_decision() -> VersionDecision:
     )
 
 
-@functools.cache
+_WARNED: set[str] = set()  # the untested pairs' warnings this process has logged
+
+
 def warn_untested(warning: str) -> None:
-    """Log an untested pair's warning: once per process per warning (a cache keyed by its text, so
-    by the installed versions), however often the gate is asked. `warn_untested.cache_clear()`
-    forgets what was said."""
-    logger.warning("%s", warning)
+    """Log an untested pair's warning: once per process per warning (by its text, so by the
+    installed versions), however often the gate is asked."""
+    if warning not in _WARNED:
+        _WARNED.add(warning)
+        logger.warning("%s", warning)
 
 
 def require_supported() -> Generation:

@@ -27,7 +27,8 @@ import pytest
 from adapter.episodes import harness_uv
 from adapter.episodes.caches import harness_uv_cache, user_cache_dir
 from adapter.episodes.generations import installed
-from adapter.episodes.harness_uv import offline_env, prepared_env, program_source
+from adapter.episodes.harness_pins import program_attribute
+from adapter.episodes.harness_uv import offline_env, prepared_env
 from adapter.errors import ConfigurationError, HarnessEnvironmentError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -213,9 +214,9 @@ def test_without_uv_on_path_nothing_is_decided(fake_uv, monkeypatch, tmp_path) -
 def test_the_null_harness_program_is_found_and_a_harness_without_one_is_left_alone() -> None:
     from verifiers.v1.harnesses.null.harness import NullHarness
 
-    source = program_source(NullHarness)
-    assert source is not None and '"openai", "mcp"' in source
-    assert program_source(type(object())) is None
+    found = program_attribute(NullHarness)
+    assert found is not None and '"openai", "mcp"' in getattr(*found)
+    assert program_attribute(type(object())) is None
 
 
 @A_ONLY
@@ -318,7 +319,7 @@ def test_offline_harness_runs_from_a_filled_cache(monkeypatch) -> None:
     try:  # filled with network where it is empty (what the first online run does)
         from verifiers.v1.harnesses.null.harness import NullHarness
 
-        offline_env(program_source(NullHarness) or "", {"UV_EXCLUDE_NEWER": pin, "UV_CACHE_DIR": str(cache)})
+        offline_env(getattr(*program_attribute(NullHarness)), {"UV_EXCLUDE_NEWER": pin, "UV_CACHE_DIR": str(cache)})
     except HarnessEnvironmentError as exc:
         pytest.skip(f"needs the null harness' dependencies in uv's cache once (no network to fetch them): {exc}")
     env = _base_env(XDG_CACHE_HOME=str(user_cache_dir().parent))

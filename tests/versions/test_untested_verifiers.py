@@ -5,7 +5,6 @@ be broken, nor a new major."""
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import pytest
@@ -19,7 +18,7 @@ from adapter.versions.gate import ALLOW_UNTESTED_ENV, NEWEST_KNOWN, decide, inst
 def _install(monkeypatch: pytest.MonkeyPatch, verifiers: str, renderers: str) -> None:
     monkeypatch.setattr(versions, "_installed", lambda name: {"verifiers": verifiers, "renderers": renderers}.get(name))
     # a fresh once-per-process memory for this test, the process's own restored afterwards
-    monkeypatch.setattr(versions, "warn_untested", functools.cache(versions.warn_untested.__wrapped__))
+    monkeypatch.setattr(versions, "_WARNED", set())
 
 
 @pytest.mark.parametrize("verifiers", ["0.4.1", "0.4.7.dev1", "0.5.0", "0.9.3"])

@@ -43,7 +43,7 @@ import random
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.bridge.handler import BridgeState, create_app
@@ -97,12 +97,6 @@ class EvalOutput:
     metrics: dict[str, float]
 
 
-@dataclass
-class _Counters:
-    group_index: int = 0
-    sample_index: int = 0
-
-
 @dataclass(eq=False)  # identity: held in a WeakSet until closed
 class Orchestrator:
     settings: Settings
@@ -117,8 +111,8 @@ class Orchestrator:
     hooks: RolloutHooks = field(default_factory=RolloutHooks)
     _cursor: int | None = None
     _order: list[int] = field(default_factory=list)
-    _train: _Counters = field(default_factory=_Counters)
-    _eval: _Counters = field(default_factory=_Counters)
+    _train: Counters = field(default_factory=Counters)
+    _eval: Counters = field(default_factory=Counters)
     _rollout_ids: int = 0  # the next rollout_id: one counter for train and eval
     _bridge: BridgeState | None = None
     # What stays open between calls, in one holder task: the env's serving, then one bridge and
@@ -133,7 +127,7 @@ class Orchestrator:
         """The bridge of the running (or last) train/eval call: its sessions and engine stats."""
         return self._bridge
 
-    def _raise_refusal(self) -> None:
+    def _raise_what_stops_the_run(self) -> None:
         """Re-raise the typed refusal the bridge answered, if any: resampling cannot help. Then
         any bug in the bridge's own code (`InternalBridgeError`, its cause chained): a bug stops
         the run rather than turning into dropped, resampled groups."""
@@ -227,8 +221,7 @@ class Orchestrator:
     def checkpoint(self, rollout_id: int) -> RunState:
         """What a resumed run needs after `rollout_id`'s train call (adapter.rollout.run_state)."""
         return RunState(rollout_id=rollout_id, cursor=self._cursor, rollout_ids=self._rollout_ids,
-                        train=Counters(**asdict(self._train)),
-                        eval=Counters(**asdict(self._eval)),
+                        train=self._train, eval=self._eval,
                         tasks=len(self._order), order=order_digest(self._order))
 
     def restore(self, state: RunState) -> None:
@@ -242,8 +235,8 @@ class Orchestrator:
                 "resume with the run's own EnvConfig and flags, or start afresh without --load")
         self._cursor = state.cursor
         self._rollout_ids = state.rollout_ids
-        self._train = _Counters(**state.train.model_dump())
-        self._eval = _Counters(**state.eval.model_dump())
+        self._train = state.train
+        self._eval = state.eval
 
     def _next_task(self, rollout_id: int) -> tuple[int, int]:
         """(task index, cursor position) of the next train group. The cursor is global: it starts
@@ -296,8 +289,7 @@ class Orchestrator:
         if problem is not None:
             return GroupOutcome([], "reward_hook_count", problem)
         self._take_rollout_ids(len(outcome.samples))
-        self._train.group_index += 1
-        self._train.sample_index += len(outcome.flat)
+        self._train = self._train.advanced(groups=1, samples=len(outcome.flat))
         call.converted.append(outcome.samples)
         if self.hooks.keep is not None:
             keep, reason = self.hooks.keep(outcome.samples)
@@ -332,7 +324,7 @@ class Orchestrator:
                         coro = self._run(task_index, client, self.settings, semaphore, position=position)
                         pending.add(asyncio.create_task(coro))
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                self._raise_refusal()
+                self._raise_what_stops_the_run()
                 stop: BaseException | None = None
                 for task in done:
                     try:
@@ -388,11 +380,11 @@ class Orchestrator:
         try:
             groups = await asyncio.gather(*tasks)
         except EpisodeError:
-            self._raise_refusal()
+            self._raise_what_stops_the_run()
             raise
         finally:
             await _cancel({t for t in tasks if not t.done()}, engine)
-        self._raise_refusal()
+        self._raise_what_stops_the_run()
         call = CallStats(engine=session_stats)
         pairs: list[tuple[Any, Any]] = []
         for traces in groups:
@@ -401,9 +393,9 @@ class Orchestrator:
                 entry = trace_to_eval_entry(trace, reward_key=settings.reward_key, group_index=self._eval.group_index,
                                             index=self._eval.sample_index, rollout_id=self._take_rollout_ids(1),
                                             stats=session_stats.get(trace.id))
-                self._eval.sample_index += 1
+                self._eval = self._eval.advanced(samples=1)
                 pairs.append((trace, entry))
-            self._eval.group_index += 1
+            self._eval = self._eval.advanced(groups=1)
         samples = [entry for _, entry in pairs]
         problem = await score(self.hooks.reward, samples)
         if problem is not None:

@@ -16,10 +16,16 @@ FORMAT = 1
 
 
 class Counters(BaseModel):
+    """The next group and sample index of train or eval (the orchestrator's own, and what a
+    checkpoint keeps of them): frozen, so a checkpoint never shares a counter that moves on."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    group_index: int = Field(ge=0)
-    sample_index: int = Field(ge=0)
+    group_index: int = Field(default=0, ge=0)
+    sample_index: int = Field(default=0, ge=0)
+
+    def advanced(self, *, groups: int = 0, samples: int = 0) -> Counters:
+        return Counters(group_index=self.group_index + groups, sample_index=self.sample_index + samples)
 
 
 class RunState(BaseModel):

@@ -53,6 +53,9 @@ class FakeBackend:
     async def serving(self):
         yield
 
+    def sized_serving(self, n: int) -> None:
+        return None
+
     @contextlib.asynccontextmanager
     async def connect(self, app: Any, **kwargs: Any):
         self.app = app

@@ -115,11 +115,13 @@ class Orchestrator:
     _eval: Counters = field(default_factory=Counters)
     _rollout_ids: int = 0  # the next rollout_id: one counter for train and eval
     _bridge: BridgeState | None = None
-    # What stays open between calls, in one holder task: the env's serving, then one bridge and
-    # its client per (train|eval, engine address); other engines (a snapshot eval's router) by URL.
+    # What stays open between calls, in one holder task: the env's serving (and its sized serving
+    # per group size, `_sized`), then one bridge and its client per (train|eval, engine address);
+    # other engines (a snapshot eval's router) by URL.
     _held: HeldContexts = field(default_factory=lambda: HeldContexts("vf-sglang rollout function"))
     _bridges: dict[tuple[str, str], tuple[Any, BridgeState]] = field(default_factory=dict)
     _engines: dict[str, EngineSession] = field(default_factory=dict)
+    _sized: set[int] = field(default_factory=set)
     _seeding_told: bool = False
 
     @property
@@ -164,9 +166,15 @@ class Orchestrator:
             if self._bridges:
                 logger.warning("the rollout function is called on a new event loop: its bridge and the env's "
                                "serving are opened again there (close it with aclose() on the loop that used it)")
-            self._bridges = {}
+            self._bridges, self._sized = {}, set()
             await self._held.enter(self._engines_open())  # entered first, exited last
             await self._held.enter(self.backend.serving())
+        n = settings.n_samples_per_prompt
+        if n not in self._sized:  # a group-reward env served again for another n (generation B)
+            sized = self.backend.sized_serving(n)
+            if sized is not None:
+                await self._held.enter(sized)
+            self._sized.add(n)
         key = (kind, engine.url)
         if key not in self._bridges:
             app = create_app(settings, engine.client, model=self.model)
@@ -201,7 +209,7 @@ class Orchestrator:
         try:
             await self._held.aclose()
         finally:
-            self._bridges = {}
+            self._bridges, self._sized = {}, set()
             await self.engine.aclose()  # its facts may have been read before any call held anything
 
     def _server_deterministic(self) -> bool:

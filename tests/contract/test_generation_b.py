@@ -7,8 +7,10 @@ Skipped where the installed Verifiers has no `verifiers.v1.utils.loaders` (gener
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,14 @@ async def test_the_trainers_n_sizes_an_in_episode_group_without_mutating_the_env
         data = tomllib.load(handle)
     backend = GenerationB(data)
     assert backend.has_group_reward and backend.in_episode_n == data["n"] == 2
+
+
+def _process_lifetime_threads() -> list[threading.Thread]:
+    """Threads that outlive a rollout function by design: the loop's default executor (ends with
+    the loop: Verifiers' runtimes clean up through `asyncio.to_thread`) and this process' warm
+    harness interpreters (adapter.episodes.prefork: one pool per process, ended at exit)."""
+    return [thread for thread in threading.enumerate()
+            if thread.name.startswith(("asyncio_", "vf-sglang zygote"))]
 
 
 def test_renderer_for_keeps_the_registered_identity_of_a_local_tokenizer(qwen3_tokenizer) -> None:
@@ -145,20 +155,61 @@ async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen
     assert engine.generate_requests() == []
 
 
-def test_a_sized_env_is_made_under_a_lock_of_the_serving_loop_so_a_later_loop_can_make_one_too(
-        qwen3_tokenizer) -> None:
-    """The legacy Miles ABI runs each call in a new `asyncio.run`: a lock made once, outside any
-    loop, binds to the first loop that contends for it and refuses every later one."""
+async def test_a_group_reward_env_asked_for_another_n_is_served_and_closed_by_the_holder(
+        qwen3_tokenizer, monkeypatch) -> None:
+    """group-v1's TOML says n = 2; Miles asks for 3 over 3 train calls (each its own task, as
+    Miles calls the class), then closes the rollout function. The env loaded again for n = 3 is
+    loaded once, its serving entered and exited by the run's holder task (never an episode's:
+    an anyio cancel scope must exit in the task that entered it), and nothing the calls opened
+    outlives the close: servers, threads, processes, file descriptors (the 20-call long run
+    checks that nothing grows between calls)."""
     import asyncio
-    import tomllib
 
-    with open(env_config("group-v1"), "rb") as handle:
-        backend = GenerationB(tomllib.load(handle))
+    from adapter.episodes.generations import b
+    from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
+    from adapter.miles.binding import VerifiersRolloutFn
+    from tests.contract.test_long_run import FD_MARGIN, THREAD_MARGIN, resources
+    from tests.miles.test_episodes import miles_args
 
-    async def one_call() -> None:
-        async with backend.serving():
-            first, second = await asyncio.gather(backend._sized_env(3), backend._sized_env(3))
-            assert first is second  # made once, under the lock, by the first caller
+    load_env = b._load_env
+    sized: list[dict[str, Any]] = []  # each env loaded for another n: where its serving began and ended
 
-    asyncio.run(one_call())
-    asyncio.run(one_call())  # a new loop: a lock left from the first would raise RuntimeError here
+    def recording(config_data: Any) -> Any:
+        env = load_env(config_data)
+        if config_data.get("n") == 3:
+            record: dict[str, Any] = {}
+            sized.append(record)
+            serving = env.serving
+
+            @contextlib.asynccontextmanager
+            async def watched() -> Any:
+                record["entered"] = asyncio.current_task().get_name()
+                async with serving():
+                    yield
+                record["exited"] = asyncio.current_task().get_name()
+
+            env.serving = watched
+        return env
+
+    monkeypatch.setattr(b, "_load_env", recording)
+    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    engine = ScriptedEngine(default=TextPolicy(tokenizer, word_reply))
+    async with served(asgi_app(engine)) as url:
+        engine.url = url
+        before = resources()
+        args = miles_args(qwen3_tokenizer, engine, "group-v1", rollout_batch_size=1, n_samples_per_prompt=3,
+                          reward_key="shortest", verifiers_config=str(env_config("group-v1")))
+        function = VerifiersRolloutFn(RolloutFnConstructorInput(args, None))
+        try:
+            for rollout_id in range(3):
+                out = await asyncio.create_task(function(RolloutFnTrainInput(rollout_id=rollout_id)))
+                assert [len(group) for group in out.samples] == [3]
+        finally:
+            await function.aclose()
+        closed = resources()
+    assert len(sized) == 1, "the env for n = 3 is loaded once and held across calls"
+    assert sized[0] == {"entered": "vf-sglang rollout function", "exited": "vf-sglang rollout function"}
+    assert closed["python_threads"] <= before["python_threads"] + THREAD_MARGIN + len(_process_lifetime_threads()), (
+        before, closed, [thread.name for thread in threading.enumerate()])
+    assert closed["children"] <= before["children"], (before, closed)
+    assert closed["fds"] <= before["fds"] + FD_MARGIN, (before, closed)

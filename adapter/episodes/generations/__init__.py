@@ -49,6 +49,12 @@ class EpisodeBackend(Protocol):
         """The environment's own resources (interception pool, shared tool servers), for the run."""
         ...
 
+    def sized_serving(self, n: int) -> AbstractAsyncContextManager[Any] | None:
+        """What groups of n need served beside `serving()` (generation B: a group-reward env
+        loaded again with the in-episode n when the TOML's differs), or None: nothing. Entered,
+        like `serving()`, by whoever holds the run's resources, once per n."""
+        ...
+
     def connect(self, app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
                 pool_size: int = 1) -> AbstractAsyncContextManager[Any]:
         """The client episodes call the bridge `app` through (A: in process; B: served on loopback),

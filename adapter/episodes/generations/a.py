@@ -285,6 +285,10 @@ class GenerationA:
         """The env-level serving resources (interception pool, shared tool servers)."""
         return self.env.serving()
 
+    def sized_serving(self, n: int) -> None:
+        """Nothing: generation A runs a group of any n in the one env."""
+        return None
+
     @staticmethod
     @contextlib.asynccontextmanager
     async def connect(

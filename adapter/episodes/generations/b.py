@@ -155,11 +155,7 @@ class GenerationB:
         self.in_episode_n = getattr(self.env.config, "n", None)
         overrides_finalize = type(self.env).finalize is not vf.Env.finalize
         self.has_group_reward = overrides_finalize and self.in_episode_n is not None
-        self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), served
-        self._stack: contextlib.AsyncExitStack | None = None
-        # made inside serving(), on the loop that serves: a lock made here would bind to the first
-        # loop that contends for it and refuse a serving() opened on another one later
-        self._lock: asyncio.Lock | None = None
+        self._sized: dict[int, tuple[Any, list[Any]]] = {}  # in-episode n → (env, tasks), while served
 
     @contextlib.asynccontextmanager
     async def connect(self, app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
@@ -175,27 +171,33 @@ class GenerationB:
             finally:
                 await endpoint.close()
 
+    def serving(self) -> Any:
+        return self.env.serving()
+
+    def sized_serving(self, n: int) -> contextlib.AbstractAsyncContextManager[None] | None:
+        """A group-reward env runs its group inside one episode, of the TOML's n: for another n it
+        is loaded again with that n and served (entered and exited by the run's holder, like
+        `serving()`); None when the env needs none."""
+        if not self.has_group_reward or n == self.in_episode_n:
+            return None
+        return self._serve_sized(n)
+
     @contextlib.asynccontextmanager
-    async def serving(self) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(self.env.serving())
-            self._stack, self._sized, self._lock = stack, {}, asyncio.Lock()
+    async def _serve_sized(self, n: int) -> AsyncIterator[None]:
+        env = _load_env({**self._config_data, "n": n})
+        async with env.serving():
+            self._sized[n] = (env, list(env.taskset))
             try:
                 yield
             finally:
-                self._stack, self._sized, self._lock = None, {}, None
+                self._sized.pop(n, None)
 
-    async def _sized_env(self, n: int) -> tuple[Any, list[Any]]:
+    def _sized_env(self, n: int) -> tuple[Any, list[Any]]:
         """The env whose in-episode group size is n (the TOML's own when it matches)."""
         if n == self.in_episode_n:
             return self.env, self.tasks
-        if self._stack is None or self._lock is None:
-            raise ConfigurationError("episodes run inside serving()")
-        async with self._lock:
-            if n not in self._sized:
-                env = _load_env({**self._config_data, "n": n})
-                await self._stack.enter_async_context(env.serving())
-                self._sized[n] = (env, list(env.taskset))
+        if n not in self._sized:
+            raise ConfigurationError(f"a group of {n} runs inside sized_serving({n})")
         return self._sized[n]
 
     async def run_group(self, task_index: int, *, n: int, client: BridgeEndpoint, model: str,
@@ -211,7 +213,7 @@ class GenerationB:
 
         try:
             if self.has_group_reward:
-                env, tasks = await self._sized_env(n)
+                env, tasks = self._sized_env(n)
                 slot = env.slots(tasks[task_index], 1)[0]
                 episodes = [await env.run_slot(slot, context(0), semaphore=semaphore)]
             else:

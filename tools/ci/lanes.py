@@ -49,6 +49,9 @@ LANES: dict[str, Lane] = {
         "the pre-forked harness runtime (generation A, the default): a program sees and reports what Verifiers' "
         "subprocess runtime gives it; identical samples under both runtimes (arith-v1, echo-tool-v1, group-v1); "
         "a hang killed with its group, nothing left behind, a dead zygote restarted, 200 runs flat",
+        "an interrupted run leaves no process behind under either harness runtime: vf-sglang rollout ended by "
+        "SIGTERM or Ctrl-C exits within seconds (its episodes cancelled), by SIGKILL its reaper ends what it left; a "
+        "Miles process (class and legacy ABIs) ended mid-call likewise",
         "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
         "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
     ), PYTHON + PINS + ("adapter/*",),

@@ -31,7 +31,9 @@ QUIET_SCANS = 3  # a sweep ends after this many scans in a row find nothing
 
 def marked(entry: bytes) -> list[int]:
     """The live processes whose environment holds `entry` (`NAME=VALUE`), this one excepted."""
-    found = []
+    found: list[int] = []
+    if not os.path.isdir("/proc"):  # no process table to read (not Linux): nothing it can find
+        return found
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue

@@ -127,6 +127,13 @@ class ForkedChild:
             os.killpg(self.pid, sig)
 
 
+def _kill_when_started(started: concurrent.futures.Future[int]) -> None:
+    """A child whose spawn was given up (cancelled, timed out) is killed, with its group, as it starts."""
+    if not started.cancelled() and started.exception() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(started.result(), signal.SIGKILL)
+
+
 class Zygote:
     """One warm interpreter (module docstring). Thread-safe: `spawn` from any thread or loop."""
 
@@ -177,7 +184,8 @@ class Zygote:
         if message.get("ready"):
             logger.debug("zygote %s ready: %d modules imported in %.2f s (skipped %s)", self.target,
                          message["imported"], message["import_s"], message["skipped"])
-            self.ready.set_result(message)
+            if not self.ready.done():
+                self.ready.set_result(message)
             return
         ident = message["id"]
         if "error" in message:
@@ -204,8 +212,9 @@ class Zygote:
             return ""
 
     async def wait_ready(self) -> dict[str, Any]:
+        """Shielded: a waiter cancelled (its episode's) leaves the zygote's readiness to the others."""
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(self.ready), READY_TIMEOUT_S)
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.ready)), READY_TIMEOUT_S)
         except TimeoutError as exc:
             self.close()
             raise ZygoteError(f"the zygote did not finish its imports in {READY_TIMEOUT_S:.0f} s") from exc
@@ -225,9 +234,12 @@ class Zygote:
             self._exited.pop(ident, None)
             raise ZygoteError(f"the zygote is gone: {exc}") from exc
         try:
-            pid = await asyncio.wait_for(asyncio.wrap_future(started), START_TIMEOUT_S)
-        except TimeoutError as exc:
-            raise ZygoteError(f"the zygote started no child in {START_TIMEOUT_S:.0f} s") from exc
+            pid = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(started)), START_TIMEOUT_S)
+        except BaseException as exc:  # cancelled or timed out: the child, once it runs, is nobody's
+            started.add_done_callback(_kill_when_started)
+            if isinstance(exc, TimeoutError):
+                raise ZygoteError(f"the zygote started no child in {START_TIMEOUT_S:.0f} s") from exc
+            raise
         return ForkedChild(pid, exited)
 
     def close(self) -> None:
@@ -266,10 +278,14 @@ class _Starter:
     def _serve(self) -> None:
         while True:
             job, future = self._jobs.get()
+            if not future.set_running_or_notify_cancel():  # its caller was cancelled before it ran
+                continue
             try:
-                future.set_result(job())
+                result = job()
             except BaseException as exc:  # handed to the awaiting caller
                 future.set_exception(exc)
+            else:
+                future.set_result(result)
 
 
 _STARTER = _Starter()

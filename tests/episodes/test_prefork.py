@@ -190,6 +190,52 @@ async def test_a_dead_zygote_is_started_again(pool, tmp_path) -> None:
     assert pool.zygote_pids() and pool.zygote_pids() != [zygote]
 
 
+async def test_episodes_cancelled_while_their_zygote_starts_leave_it_working_for_the_next(
+        pool, tmp_path, monkeypatch) -> None:
+    """An interrupted run, an episode's timeout, an over-sampled group cancelled: episodes
+    cancelled while the zygote still imports (or while their child starts) cancel nobody else's
+    wait, break no thread of the pool, and leave no child running."""
+    import threading
+
+    broken: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: broken.append(args.exc_value))
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(1.0)\n")
+    script = _script(tmp_path, "import slow_import, time\nprint('ran', flush=True)\ntime.sleep(300)\n")
+    marker = tmp_path / "started"
+    quick = _script(tmp_path, f"import slow_import\nopen({str(marker)!r}, 'w').close()\nprint('ok')\n",
+                    name="quick.py")
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-cancel-{os.getpid()}")
+    await runtime.start()
+    try:
+        env = {"PYTHONPATH": str(tmp_path)}
+        for delay in (0.2, 0.5, 1.5):  # while it imports, about when it is ready, once children run
+            episodes = [asyncio.create_task(runtime.run(_argv(script), env)) for _ in range(3)]
+            await asyncio.sleep(delay)
+            for episode in episodes:
+                episode.cancel()
+            await asyncio.gather(*episodes, return_exceptions=True)
+        result = await runtime.run(_argv(quick), env)
+    finally:
+        await runtime.stop()
+    assert (result.exit_code, result.stdout) == (0, "ok\n") and marker.exists()
+    assert broken == [], "a pool thread died"
+    await asyncio.sleep(0.3)
+    assert _children_of(pool.zygote_pids()) == [], "a cancelled episode's program still runs"
+
+
+def _children_of(parents: list[int]) -> list[int]:
+    """The live processes whose parent is one of `parents` (a forked child keeps its zygote's argv)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) in parents and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
 async def test_a_zygote_that_cannot_start_runs_the_program_plainly_and_says_why(pool, tmp_path, caplog) -> None:
     """An interpreter the zygote cannot run: the episode still runs, as Verifiers runs it."""
     script = _script(tmp_path, "print('plain')\n")

@@ -15,6 +15,10 @@ from benchmarks.stub import running
 from tests.leftovers import interrupt
 from tests.miles.test_episodes import ENVS
 
+# About 1–3 s on an idle machine; the bound leaves room for a machine loaded by other work (the
+# tool servers' teardown waits on processes that are slow to end when the cores are busy).
+EXIT_BOUND_S = 30
+
 
 @pytest.fixture(scope="module")
 def slow_engine():
@@ -40,7 +44,7 @@ def test_an_interrupted_rollout_ends_within_seconds_and_leaves_no_process(
             "--tokenizer", str(qwen3_tokenizer), "--groups", "4", "--n", "2", "--quiet",
             "--harness-runtime", runtime, "--out", str(tmp_path / "out.jsonl")]
     done = interrupt(argv, sig, tmp_path / "stderr.txt", at_least=in_flight)
-    assert done.seconds_to_exit < 10, done.stderr[-3000:]
+    assert done.seconds_to_exit < EXIT_BOUND_S, done.stderr[-3000:]
     assert done.left == [], f"{len(done.left)} of {done.in_flight} processes outlived the run: {done.left}"
     if sig == signal.SIGKILL:
         assert done.status == -signal.SIGKILL

@@ -4,12 +4,13 @@
 supervisors send) and SIGINT both cancelling the main task: every episode in flight is
 cancelled, its harness program's process group killed, its tool servers torn down by Verifiers'
 runtime, the engine told to abort, and the run's resources closed, in the `finally` blocks that
-an uncaught SIGTERM would skip. What the cancelled episodes' own tasks raise after that (a
-harness whose program was killed) is expected: it is logged at DEBUG, not printed as a
-traceback. A second signal stops waiting for the cleanup (SIGINT raises at once, SIGTERM ends
-the process). Either way the command ends with `Interrupted`, which the entry point turns into
-one line and the exit status 128 + the signal. What a run still left behind when its process
-ended, whatever ended it, the reaper ends (adapter.episodes.reaper).
+an uncaught SIGTERM would skip. What the cancelled work raises and logs after that (a harness
+whose program was killed, a server whose model call was cut off) is expected: log records up to
+ERROR are dropped from then on, and the tasks' own exceptions go to DEBUG, not to a traceback. A
+second signal stops waiting for the cleanup (SIGINT raises at once, SIGTERM ends the process).
+Either way the command ends with `Interrupted`, which the entry point turns into one line and
+the exit status 128 + the signal. What a run still left behind when its process ended, whatever
+ended it, the reaper ends (adapter.episodes.reaper).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ async def _until_signal(main: Coroutine[Any, Any, T], received: list[int]) -> T:
             loop.remove_signal_handler(signum)  # SIGINT's default raises KeyboardInterrupt, SIGTERM's ends us
             signal.raise_signal(signum)
             return
+        logging.disable(logging.ERROR)  # the cancelled work's errors (servers, libraries) are expected now
         loop.set_exception_handler(_after_interruption)
         task.cancel()
 

@@ -37,6 +37,7 @@ import shutil
 import signal
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from adapter.episodes.zygotes import ForkedChild, Launch, ZygotePool
 from adapter.errors import ConfigurationError
@@ -166,6 +167,16 @@ async def run_program(pool: ZygotePool, launch: Launch) -> Ran | None:
     return Ran(code, stdout, stderr)
 
 
+async def run_as_result(pool: ZygotePool, launch: Launch | None) -> dict[str, Any] | None:
+    """`run_program` as the fields of Verifiers' `ProgramResult` (exit code, stdout and stderr
+    decoded as Verifiers decodes them), or None: run it as Verifiers does."""
+    ran = None if launch is None else await run_program(pool, launch)
+    if ran is None:
+        return None
+    return {"exit_code": ran.exit_code or 0, "stdout": ran.stdout.decode(errors="replace"),
+            "stderr": ran.stderr.decode(errors="replace")}
+
+
 async def start_background(pool: ZygotePool, launch: Launch, log_path: str) -> ForkedChild | None:
     """Start a tool server forked from its zygote, stdout and stderr to `log_path`; None: run it plainly."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -184,8 +195,16 @@ class ForkedServers:
     def __init__(self) -> None:
         self._children: list[ForkedChild] = []
 
-    def add(self, child: ForkedChild) -> None:
+    async def start(self, pool: ZygotePool, launch: Launch | None, log_path: str | None) -> bool:
+        """Start a tool server forked (`start_background`), kept to be ended with the others;
+        False: run it as Verifiers does."""
+        child = None
+        if launch is not None and log_path is not None:
+            child = await start_background(pool, launch, log_path)
+        if child is None:
+            return False
         self._children = [c for c in self._children if c.returncode is None] + [child]
+        return True
 
     def send(self, sig: int = signal.SIGTERM) -> None:
         children, self._children = self._children, []

@@ -259,10 +259,7 @@ def use_harness_runtime(runtime: str) -> None:
     interpreters (adapter.episodes.generations.union_runtime); `subprocess`: Verifiers' own runtime."""
     from adapter.episodes.generations import union_runtime
 
-    if runtime == "prefork":
-        union_runtime.install(prefork.process_pool())
-    else:
-        union_runtime.uninstall()
+    union_runtime.use(runtime)
 
 
 class GenerationA:

@@ -282,10 +282,7 @@ def use_harness_runtime(config: Any, runtime: str) -> None:
         return
     from adapter.episodes.generations import union_runtime
 
-    if runtime == "prefork":
-        union_runtime.install(prefork.process_pool())
-    else:
-        union_runtime.uninstall()
+    union_runtime.use(runtime)
 
 
 def ready_harness_programs(config: Any) -> None:

@@ -59,23 +59,16 @@ class PreforkBackend(SubprocessBackend):  # type: ignore[misc]
         return prefork.launch_for(argv, runtime.process_env(env), workdir)
 
     async def run(self, runtime: Any, argv: list[str], env: dict[str, str]) -> ProgramResult:
-        launch = self._launch(runtime, argv, env)
-        ran = None if launch is None else await prefork.run_program(prefork.process_pool(), launch)
-        if ran is None:
+        fields = await prefork.run_as_result(prefork.process_pool(), self._launch(runtime, argv, env))
+        if fields is None:
             result: ProgramResult = await super().run(runtime, argv, env)
             return result
-        return ProgramResult(exit_code=ran.exit_code or 0, stdout=ran.stdout.decode(errors="replace"),
-                             stderr=ran.stderr.decode(errors="replace"))
+        return ProgramResult(**fields)
 
     async def run_background(self, runtime: Any, argv: list[str], env: dict[str, str], log: str) -> None:
-        launch = self._launch(runtime, argv, env)
-        child = None
-        if launch is not None and self.workdir is not None:
-            child = await prefork.start_background(prefork.process_pool(), launch, str(self.workdir / log))
-        if child is None:
+        log_path = str(self.workdir / log) if self.workdir is not None else None
+        if not await self._forked.start(prefork.process_pool(), self._launch(runtime, argv, env), log_path):
             await super().run_background(runtime, argv, env, log)
-            return
-        self._forked.add(child)
 
     async def teardown(self) -> None:
         await self._forked.stop()  # as Verifiers stops its own: SIGTERM, 5 s, SIGKILL

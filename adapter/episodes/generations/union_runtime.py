@@ -46,23 +46,18 @@ class PreforkRuntime(SubprocessRuntime):  # type: ignore[misc]  # Verifiers is u
         return prefork.launch_for(argv, merged, str(self.workdir) if self.workdir is not None else None)
 
     async def run(self, argv: list[str], env: dict[str, str]) -> ProgramResult:
-        launch = self._launch(argv, env)
-        ran = None if launch is None else await prefork.run_program(_POOL[0], launch)
-        if ran is None:
+        launch = self._launch(argv, env)  # None without a pool
+        fields = None if launch is None else await prefork.run_as_result(_POOL[0], launch)
+        if fields is None:
             result: ProgramResult = await super().run(argv, env)
             return result
-        return ProgramResult(exit_code=ran.exit_code or 0, stdout=ran.stdout.decode(errors="replace"),
-                             stderr=ran.stderr.decode(errors="replace"))
+        return ProgramResult(**fields)
 
     async def run_background(self, argv: list[str], env: dict[str, str], log: str) -> None:
-        launch = self._launch(argv, env)
-        child = None
-        if launch is not None and self.workdir is not None:
-            child = await prefork.start_background(_POOL[0], launch, str(self.workdir / log))
-        if child is None:
+        launch = self._launch(argv, env)  # None without a pool
+        log_path = str(self.workdir / log) if self.workdir is not None else None
+        if launch is None or not await self._forked.start(_POOL[0], launch, log_path):
             await super().run_background(argv, env, log)
-            return
-        self._forked.add(child)
 
     async def teardown(self) -> None:
         await self._forked.stop()  # as Verifiers stops its own (0.3.x+): SIGTERM, 5 s, SIGKILL
@@ -86,6 +81,14 @@ def install(pool: ZygotePool) -> None:
     _POOL[:] = [pool]
     for module in ROUTED:
         module.make_runtime = _make_runtime
+
+
+def use(runtime: str) -> None:
+    """`prefork`: install this process' pool (`adapter.episodes.prefork.process_pool`); `subprocess`: uninstall."""
+    if runtime == "prefork":
+        install(prefork.process_pool())
+    else:
+        uninstall()
 
 
 def uninstall() -> None:

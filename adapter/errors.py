@@ -36,6 +36,10 @@
     ├── EpisodeError              an episode failed as data (Verifiers recorded or raised a rollout
     │                             error): its group is dropped with `reason`; any other exception
     │                             from a generation shim is a bug and stops the run at once
+    ├── LifetimeError             something the run opened, used outside its lifetime
+    │   ├── EngineSessionClosedError  an engine session after its close, or on another loop
+    │   └── RolloutFunctionClosedError  a rollout function after aclose(), or on a second loop
+    │                             while the first (holding what it opened) still runs
     ├── EngineError               the engine failed; carries the HTTP status when there was one
     │   ├── EngineStatusError     it answered an error or redirect status (4xx but 429 and
     │   │   │                     3xx are never retried; redirects are never followed)
@@ -141,6 +145,19 @@ class EngineError(VfSglangError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class LifetimeError(VfSglangError):
+    """Something the run opened was used outside its lifetime (adapter.rollout.lifetime)."""
+
+
+class EngineSessionClosedError(LifetimeError):
+    """An engine session was used after it was closed, or from another event loop than its own."""
+
+
+class RolloutFunctionClosedError(LifetimeError):
+    """A rollout function was called after `aclose()`, or on a second event loop while the loop
+    that holds what it opened still runs."""
 
 
 class EngineStatusError(EngineError):

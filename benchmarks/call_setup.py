@@ -4,10 +4,11 @@ session and bridge open: measured side by side in one run.
 Each round runs two train calls of one real episode each (arith-v1, n 1, on the installed Verifiers
 generation, against the scripted engine served on loopback), in alternating order:
 
-    reopened   the rollout function closed after the call (`aclose()`), so the next call opens
-               everything again: a new engine connection pool, the bridge app and its client
-               (generation B: a uvicorn server on a loopback port) and the env's `env.serving()`,
-               which is what every call did before the engine session
+    reopened   the rollout function closed after the call (`aclose()`) and given a new lifetime
+               over the same loaded env (`reopen`), so the next call opens everything again: a new
+               engine connection pool, the bridge app and its client (generation B: a uvicorn
+               server on a loopback port) and the env's `env.serving()`, which is what every call
+               did before the engine session
     held       the call on an open rollout function (what every call after the first does now)
 
 The difference of the medians is the per-call setup the held session saves; the `open` row is
@@ -30,6 +31,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import machine, median_ci, report
+
+
+async def reopen(fn: Any) -> None:
+    """Close the rollout function, then hand its orchestrator (the loaded env, its progress) a new
+    lifetime around a session reopened from the old one: nothing the calls opened is kept."""
+    import dataclasses
+
+    from adapter.rollout.lifetime import RunLifetime
+
+    old = fn.orchestrator
+    session = old.engine
+    await fn.aclose()
+    fn.orchestrator = dataclasses.replace(old, lifetime=RunLifetime(session.reopened()))
 
 
 async def _rounds(tokenizer_dir: str, rounds: int) -> dict[str, list[float]]:
@@ -72,20 +86,20 @@ async def _rounds(tokenizer_dir: str, rounds: int) -> dict[str, list[float]]:
             n_samples_per_prompt=1, rollout_max_response_len=16, rollout_max_context_len=1024,
             sglang_router_ip=host, sglang_router_port=int(port))
         fn = VerifiersRolloutFn(constructor(args=args, data_source=None))
-        orchestrator = fn.orchestrator
         calls = iter(range(10_000))
         try:
             await fn(train_input(rollout_id=next(calls)))  # warm: imports, the tokenizer, the harness program
             for round_ in range(rounds):
                 for kind in (("reopened", "held") if round_ % 2 == 0 else ("held", "reopened")):
                     if kind == "reopened":
-                        await fn.aclose()
+                        await reopen(fn)
                     before, started = dict(made), time.perf_counter()
                     await asyncio.create_task(fn(train_input(rollout_id=next(calls))))
                     seconds[kind].append(time.perf_counter() - started)
                     opened[kind].append((made["pools"] - before["pools"], made["servers"] - before["servers"]))
                 started = time.perf_counter()
-                await fn.aclose()
+                await reopen(fn)
+                orchestrator = fn.orchestrator
                 await orchestrator._open("train", orchestrator.settings, orchestrator.engine)
                 seconds["open"].append(time.perf_counter() - started)
                 await fn(train_input(rollout_id=next(calls)))  # untimed: its engine pool opens on first use

@@ -18,15 +18,18 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from adapter.config.settings import Settings
+
+if TYPE_CHECKING:
+    from adapter.rollout.lifetime import RunLifetime
 
 # Tests-only tasksets (fixtures/tasksets: arith-mini-v1 and group-mini-v1, two tasks each, for eval-heavy tests).
 FIXTURE_TASKSETS = Path(__file__).resolve().parents[1] / "fixtures" / "tasksets"
@@ -75,6 +78,24 @@ def make_settings() -> Callable[..., Settings]:
         return Settings(**{**base, **overrides})
 
     return make
+
+
+@pytest.fixture
+async def lifetimes() -> AsyncIterator[Callable[[Settings, str], RunLifetime]]:
+    """`lifetimes(settings, url)`: a rollout function's owner around an engine session for `url`
+    (`adapter.rollout.job.run_lifetime`, as the CLI builds one), closed on the test's own loop before
+    it ends, as its builder would."""
+    made: list[RunLifetime] = []
+
+    def make(settings: Settings, url: str) -> RunLifetime:
+        from adapter.rollout.job import run_lifetime
+
+        made.append(run_lifetime(settings, url))
+        return made[-1]
+
+    yield make
+    for lifetime in made:
+        await lifetime.aclose()
 
 
 @pytest.fixture

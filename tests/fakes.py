@@ -56,6 +56,9 @@ class FakeBackend:
     def sized_serving(self, n: int) -> None:
         return None
 
+    def release(self) -> None:
+        return None
+
     @contextlib.asynccontextmanager
     async def connect(self, app: Any, **kwargs: Any):
         self.app = app

@@ -54,7 +54,7 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts, recorder: 
     """One real episode group (n=2) of `--config` through the adapter, as `vf-sglang rollout` runs it."""
     from adapter.episodes.bundled import add_env_sources
     from adapter.episodes.generations import installed
-    from adapter.rollout.job import engine_session, run_rollouts
+    from adapter.rollout.job import run_lifetime, run_rollouts
 
     name = f"one episode group of {Path(args.config).name}"
     model = str((facts.model_info or {}).get("model_path"))
@@ -66,8 +66,8 @@ async def episode_check(args: argparse.Namespace, facts: ServerFacts, recorder: 
     )  # fmt: skip
     add_env_sources([installed().bundled_tasksets()])
     try:
-        result = await run_rollouts(settings, engine=engine_session(settings, args.sglang_url, recorder=recorder),
-                                    tokenizer_path=args.tokenizer)
+        async with run_lifetime(settings, args.sglang_url, recorder=recorder) as lifetime:
+            result = await run_rollouts(settings, lifetime=lifetime, tokenizer_path=args.tokenizer)
     except VfSglangError as exc:
         return CheckResult(name, "fail", f"{type(exc).__name__}: {exc}")
     samples = [sample for group in result.groups for sample in group]

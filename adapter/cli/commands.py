@@ -128,18 +128,16 @@ def _look_at_router(args: argparse.Namespace, settings: Settings, topology: Topo
 async def _run(args: argparse.Namespace, settings: Settings, tokenizer: str | None,
                recorder: CassetteRecorder | None) -> TrainOutput:
     from adapter.rollout.hooks import RolloutHooks
-    from adapter.rollout.job import engine_session, prepare_job, run_rollouts
+    from adapter.rollout.job import prepare_job, run_lifetime, run_rollouts
 
     job = prepare_job(settings)  # options and the config file before the engine is asked
-    session = engine_session(settings, args.sglang_url, recorder=recorder)  # one client, each fact read once
-    try:
-        facts = await session.facts()
+    # one engine session (one client, each fact read once) and all the run opens: closed once, on exit
+    async with run_lifetime(settings, args.sglang_url, recorder=recorder) as lifetime:
+        facts = await lifetime.engine.facts()
         _look_at_router(args, settings, facts.topology)
         with GroupProgress(args.groups, enabled=progress_wanted(args.quiet)) as progress:
-            return await run_rollouts(job, engine=session, tokenizer_path=tokenizer,
+            return await run_rollouts(job, lifetime=lifetime, tokenizer_path=tokenizer,
                                       hooks=RolloutHooks(on_group=progress))
-    finally:
-        await session.aclose()
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -161,23 +159,22 @@ def _rollout(args: argparse.Namespace) -> int:
 
 async def _demo_async(args: argparse.Namespace, job: Job, model_dir: Path,
                       recorder: CassetteRecorder | None) -> TrainOutput:
+    from adapter.bridge.serve import served
     from adapter.rollout.hooks import RolloutHooks
-    from adapter.rollout.job import engine_session, prepare_orchestrator, run_prepared
+    from adapter.rollout.job import prepare_orchestrator, run_lifetime, run_prepared
 
     served_at: list[str] = []
     progress = GroupProgress(args.groups, enabled=progress_wanted(args.quiet))
-    # Everything that needs no engine first (the taskset's own rules, e.g. group rewards with
-    # --n 1), so a refused combination never waits for the model to load.
-    session = engine_session(job.settings, lambda: served_at[0], recorder=recorder)
-    orchestrator = prepare_orchestrator(job, engine=session, tokenizer_path=str(model_dir),
-                                        hooks=RolloutHooks(on_group=progress))
-    from adapter.bridge.serve import served
-
-    async with served(engine_app(model_dir)) as url:  # torch: only once the job is known to be runnable
-        served_at.append(url)
-        _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
-        with progress:
-            return await run_prepared(orchestrator)
+    async with run_lifetime(job.settings, lambda: served_at[0], recorder=recorder) as lifetime:
+        # Everything that needs no engine first (the taskset's own rules, e.g. group rewards with
+        # --n 1), so a refused combination never waits for the model to load.
+        orchestrator = prepare_orchestrator(job, lifetime=lifetime, tokenizer_path=str(model_dir),
+                                            hooks=RolloutHooks(on_group=progress))
+        async with served(engine_app(model_dir)) as url:  # torch: only once the job is known to be runnable
+            served_at.append(url)
+            _say(args, f"reference engine (not SGLang: transformers on CPU, SGLang's /generate wire) at {url}")
+            with progress:
+                return await run_prepared(orchestrator)
 
 
 def _quiet_libraries() -> None:

@@ -9,8 +9,15 @@
                               its server info (read from a worker behind a router)
     session.known             those facts when they were read, else None (Miles' path never reads
                               them: its flags say what the CLI learns from `/server_info`)
-    await session.aclose()    the client's connections closed (a later call opens new ones)
+    await session.aclose()    the client's connections closed; the session stays closed (its client
+                              raises `EngineSessionClosedError`)
+    session.reopened()        a new session for the same address and options, its facts carried
+                              (reopening is explicit: `adapter.rollout.lifetime` does it for a new loop)
     session.sibling(url)      a session of its own for another address, sized and recorded alike
+
+A session lives on one event loop: its pool and locks belong to the loop that first used them,
+and a call from another loop is refused (`EngineSessionClosedError`) rather than handed a pool
+whose connections died with their loop. Whoever builds a session closes it, once.
 
 Facts are read once per session: the model info asks `/model_info` (then the older name on a
 404), discovery asks each worker listing once, the server info `/server_info` once. A cassette
@@ -32,6 +39,7 @@ from adapter.engine.client import SGLangClient, Timeouts
 from adapter.engine.probe import check_engine
 from adapter.engine.recording import CassetteRecorder, wrap_of
 from adapter.engine.topology import Topology
+from adapter.errors import EngineSessionClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -62,25 +70,35 @@ class EngineSession:
         recorder: CassetteRecorder | None = None,
     ) -> None:
         self.recorder = recorder
+        self._options = functools.partial(EngineSession, url, use_miles_router=use_miles_router,
+                                          max_in_flight=max_in_flight, timeouts=timeouts, recorder=recorder)
         self._sibling = functools.partial(EngineSession, use_miles_router=use_miles_router,
                                           max_in_flight=max_in_flight, timeouts=timeouts, recorder=recorder)
-        self._build = functools.partial(SGLangClient, url, timeouts=timeouts, use_miles_router=use_miles_router,
-                                        max_in_flight=max_in_flight, wrap_transport=wrap_of(recorder))
-        self._client = self._build()
+        self._client = SGLangClient(url, timeouts=timeouts, use_miles_router=use_miles_router,
+                                    max_in_flight=max_in_flight, wrap_transport=wrap_of(recorder))
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the client's connections live on
         self._facts: EngineFacts | None = None
         self._reading: asyncio.Lock | None = None
+        self.closed = False
 
     def sibling(self, url: str) -> EngineSession:
         """A session of its own for another address, sized and recorded like this one (a snapshot
         eval's other router)."""
         return self._sibling(url)
 
+    def reopened(self) -> EngineSession:
+        """A new session for this address and options, what this one learned carried over (its
+        facts, the router topologies its client discovered)."""
+        session: EngineSession = self._options()
+        session._facts = self._facts
+        session._client.topologies.update(self._client.topologies)
+        return session
+
     @property
     def client(self) -> SGLangClient:
-        """The session's client, on the running event loop. Its pool and locks belong to the loop
-        that first used them: a call from another loop (a caller that runs each call in a new
-        `asyncio.run`) gets a new client, the old loop's connections having died with it."""
+        """The session's client, on the loop that first used it."""
+        if self.closed:
+            raise EngineSessionClosedError(f"the engine session for {self.url} is closed")
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -88,10 +106,9 @@ class EngineSession:
         if self._loop is None:
             self._loop = running
         elif self._loop is not running:
-            logger.debug("engine session for %s: a new event loop, a new client", self.url)
-            known = self._client.topologies
-            self._client, self._loop, self._reading = self._build(), running, None
-            self._client.topologies.update(known)
+            raise EngineSessionClosedError(
+                f"the engine session for {self.url} belongs to another event loop (its connections live there): "
+                "use it on that loop, or a session reopened on this one (EngineSession.reopened)")
         return self._client
 
     @property
@@ -115,10 +132,11 @@ class EngineSession:
         return self._facts
 
     async def aclose(self) -> None:
-        """Close the client's connections; a later call gets a new client (facts stay known)."""
-        closed, self._client, self._loop = self._client, self._build(), None
-        self._client.topologies.update(closed.topologies)
-        await closed.aclose()
+        """Close the client's connections. The session stays closed; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        await self._client.aclose()
 
     async def __aenter__(self) -> EngineSession:
         return self

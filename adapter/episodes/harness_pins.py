@@ -32,6 +32,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -135,10 +136,16 @@ def program_attribute(harness_cls: type) -> tuple[object, str] | None:
     return None
 
 
+# (module, attribute) → [the program Verifiers' module had, how many holds are live]
+_HELD: dict[tuple[str, str], list[Any]] = {}
+
+
 def hold(harness_cls: type, harness_env: Mapping[str, str]) -> str | None:
-    """Hold the harness class' program to the host's versions where Verifiers reads it (its
-    module's attribute, looked up at each preparation) and return the program it will run, or
-    None when the class has no PEP 723 program."""
+    """Hold the harness class' program to the host's versions where Verifiers reads it and return
+    the program it will run, or None when the class has no PEP 723 program. This rewrites an
+    attribute of Verifiers' module, for the whole process (Verifiers looks it up at each
+    preparation): `release(harness_cls)` undoes it once every hold of it is released (a run's
+    environment releases its holds when its rollout function closes: `EpisodeBackend.release`)."""
     found = program_attribute(harness_cls)
     if found is None:
         return None
@@ -149,5 +156,22 @@ def hold(harness_cls: type, harness_env: Mapping[str, str]) -> str | None:
     except ValueError as exc:  # a program with its own uv settings keeps them
         logger.warning("%s.%s is not held to this environment's versions: %s", harness_cls.__module__, name, exc)
         return source
+    record = _HELD.setdefault((harness_cls.__module__, name), [source, 0])
+    record[1] += 1
     setattr(module, name, program)
     return program
+
+
+def release(harness_cls: type) -> None:
+    """Undo one `hold` of the class' program: the last one puts Verifiers' own program back."""
+    found = program_attribute(harness_cls)
+    if found is None:
+        return
+    module, name = found
+    record = _HELD.get((harness_cls.__module__, name))
+    if record is None:
+        return
+    record[1] -= 1
+    if record[1] <= 0:
+        del _HELD[(harness_cls.__module__, name)]
+        setattr(module, name, record[0])

@@ -23,7 +23,7 @@ from adapter.engine.recording import CassetteRecorder
 from adapter.miles import checkpoint
 from adapter.miles.abi import abi_types, rollout_fn_base
 from adapter.rollout.hooks import miles_hooks
-from adapter.rollout.job import engine_session, prepare_orchestrator
+from adapter.rollout.job import prepare_orchestrator, run_lifetime
 from adapter.rollout.orchestrator import Orchestrator
 from adapter.samples.conversion import flatten
 
@@ -32,13 +32,14 @@ T = TypeVar("T")
 
 def build_orchestrator(args: Any, data_source: Any = None, *,
                        recorder: CassetteRecorder | None = None) -> Orchestrator:
-    """Everything the rollout function needs, checked before any episode runs, and its one engine
-    session. The router address is read from `args` at call time (Miles fills it in after
+    """Everything the rollout function needs, checked before any episode runs, on its own
+    `RunLifetime` (its one engine session; `orchestrator.lifetime`, closed by the rollout function's
+    `aclose`). The router address is read from `args` at call time (Miles fills it in after
     building us)."""
     settings = Settings.from_args(args)
     hooks = miles_hooks(args, settings, data_source=data_source)
-    engine = engine_session(settings, lambda: router_url(args), recorder=recorder)
-    return prepare_orchestrator(settings, engine=engine, hooks=hooks)
+    lifetime = run_lifetime(settings, lambda: router_url(args), recorder=recorder)  # nothing opened before a call
+    return prepare_orchestrator(settings, lifetime=lifetime, hooks=hooks)
 
 
 def _eval_engine(rollout_input: Any) -> Any:
@@ -70,9 +71,10 @@ class VerifiersRolloutFn(_ROLLOUT_FN_BASE):  # type: ignore[misc]  # Miles' Base
         self.orchestrator = build_orchestrator(self.args, constructor_input.data_source, recorder=recorder)
 
     async def aclose(self) -> None:
-        """Close the bridges, the env's serving and the engine session the calls held open (at
-        interpreter exit too, while Miles' loop runs: `adapter.rollout.orchestrator.close_all`)."""
-        await self.orchestrator.aclose()
+        """Close the rollout function's lifetime: the bridges, the env's serving and the engine
+        session the calls held open (at interpreter exit too, while Miles' loop runs:
+        `adapter.rollout.lifetime.close_all`). A closed rollout function stays closed."""
+        await self.orchestrator.lifetime.aclose()
 
     @classmethod
     def add_arguments(cls, parser: Any) -> None:

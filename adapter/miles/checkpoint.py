@@ -70,7 +70,7 @@ def save(orchestrator: Orchestrator, args: Any, rollout_id: int) -> Path:
         raise ConfigurationError(f"save({rollout_id}): Miles gave no --save directory to keep the rollout state in: "
                                  "pass --save DIR (Miles' checkpoint directory), where load finds it on resume")
     path = state_path(directory, rollout_id)
-    write_state(path, orchestrator.checkpoint(rollout_id))
+    write_state(path, orchestrator.progress.checkpoint(rollout_id))
     return path
 
 
@@ -90,7 +90,7 @@ def load(orchestrator: Orchestrator, args: Any, rollout_id: int | None) -> Path 
             "skipped", rollout_id, path, rollout_id + 1)
         return None
     try:
-        orchestrator.restore(read_state(path, rollout_id))
+        orchestrator.progress.restore(read_state(path, rollout_id))
     except ResumeStateError:
         raise
     except ConfigurationError as exc:

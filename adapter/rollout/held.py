@@ -6,7 +6,8 @@
     HeldContexts.usable()             open on the running loop (False: never opened, closed, or
                                        opened on another loop)
 
-A rollout function lives for a whole run, but each Miles call is its own task. Generation B's
+The mechanism under `adapter.rollout.lifetime` (the owner that decides what is held, and when it
+closes). A rollout function lives for a whole run, but each Miles call is its own task. Generation B's
 served bridge and `env.serving()` must outlive the call that opened them, and a context that
 holds an anyio cancel scope (Verifiers' serving may) must be exited by the task that entered
 it: so a holder task enters each context, parks until closed, and exits them itself.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 _CLOSE = object()
@@ -35,7 +36,6 @@ class HeldContexts:
     _queue: asyncio.Queue[Any] | None = None
     _task: asyncio.Task[None] | None = None
     _loop: asyncio.AbstractEventLoop | None = None
-    entered: int = field(default=0)  # contexts entered over the holder's life (tests count them)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -62,7 +62,6 @@ class HeldContexts:
             answer.cancel()
             self._task.result()  # raises what ended the holder
             raise RuntimeError(f"{self.name}: the holder ended before entering the context")
-        self.entered += 1
         return answer.result()
 
     async def aclose(self) -> None:

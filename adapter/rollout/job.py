@@ -2,11 +2,11 @@
 orchestrator, every check before the first episode.
 
     prepare_job           options, versions and the EnvConfig, checked once into a `Job`
+    run_lifetime          the run's owner (adapter.rollout.lifetime) around its one `EngineSession`
+                          (one client per engine address, its facts read once); its builder closes it
     prepare_orchestrator  shared by the Miles binding (`adapter.miles.binding`) and the CLI, so both
                           refuse the same things with the same messages
-    engine_session        the run's one `EngineSession` (adapter.engine.session): one client per
-                          engine address, its facts read once
-    run_rollouts          the CLI's `rollout`/`demo` job: the engine checked first (reachable,
+    run_rollouts          the CLI's `rollout`/`check` job: the engine checked first (reachable,
                           SGLang, vocabulary), then one train batch
 
 Where code lives: `adapter/cli/entry.py` parses arguments and maps errors to exit codes;
@@ -32,6 +32,7 @@ from adapter.episodes.generations import GenerationSpec, installed
 from adapter.episodes.identity import explicit_advice, infer_identity
 from adapter.errors import ConfigurationError
 from adapter.rollout.hooks import RolloutHooks
+from adapter.rollout.lifetime import RunLifetime
 from adapter.rollout.orchestrator import Orchestrator, TrainOutput
 
 if TYPE_CHECKING:
@@ -67,13 +68,13 @@ def prepare_job(settings: Settings) -> Job:
 def prepare_orchestrator(
     job: Job | Settings,
     *,
-    engine: EngineSession | str | Callable[[], str],
+    lifetime: RunLifetime,
     hooks: RolloutHooks | None = None,
     tokenizer_path: str | None = None,
 ) -> Orchestrator:
     """The tokenizer and the taskset, checked before any episode runs (a `Settings` is first
-    prepared into a `Job`); then the orchestrator for the installed Verifiers generation, handed
-    its engine session (an address, or a callable read per call, gets one made here)."""
+    prepared into a `Job`); then the orchestrator for the installed Verifiers generation, on the
+    run's `lifetime`, which also undoes what loading the environment changed when it closes."""
     job = job if isinstance(job, Job) else prepare_job(job)
     settings = job.settings
     source = (tokenizer_path or settings.sglang_tokenizer_path or settings.hf_checkpoint
@@ -84,12 +85,16 @@ def prepare_orchestrator(
     model = settings.renderer_model_name or identity or source
     local_tokenizer = resolve_tokenizer(source)
     backend = job.generation.load(job.config.data)
-    facts = EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward)
-    validate(settings, facts)  # only the rules that need the loaded environment are new here
+    try:
+        validate(settings, EnvFacts(task_count=len(backend.tasks), has_group_reward=backend.has_group_reward))
+    except ConfigurationError:  # only the rules that need the loaded environment are new here
+        backend.release()
+        raise
+    lifetime.on_close(backend.release)
     return Orchestrator(
         settings=settings,
         backend=backend,
-        engine=engine if isinstance(engine, EngineSession) else engine_session(settings, engine),
+        lifetime=lifetime,
         model=model,
         renderer_model_name=identity,
         env_id=job.config.env_id,
@@ -98,11 +103,12 @@ def prepare_orchestrator(
     )
 
 
-def engine_session(settings: Settings, url: str | Callable[[], str], *,
-                   recorder: CassetteRecorder | None = None) -> EngineSession:
-    """The run's one engine session: its client sized to the run's in-flight bound."""
-    return EngineSession(url, use_miles_router=settings.use_miles_router, max_in_flight=settings.max_in_flight,
-                         recorder=recorder)
+def run_lifetime(settings: Settings, url: str | Callable[[], str], *,
+                 recorder: CassetteRecorder | None = None) -> RunLifetime:
+    """The run's owner around its one engine session, the client sized to the run's in-flight bound;
+    `url` may be a callable read per call (Miles fills the router address in after building us)."""
+    return RunLifetime(EngineSession(url, use_miles_router=settings.use_miles_router,
+                                     max_in_flight=settings.max_in_flight, recorder=recorder))
 
 
 def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None) -> str | None:
@@ -130,36 +136,24 @@ def renderer_model_for(settings: Settings, *, tokenizer_path: str | None = None)
 async def run_rollouts(
     job: Job | Settings,
     *,
-    engine: EngineSession | str,
+    lifetime: RunLifetime,
     tokenizer_path: str | None = None,
     hooks: RolloutHooks | None = None,
 ) -> TrainOutput:
-    """The cheap checks first (options and the config file), then the engine, then one batch;
-    everything the batch opened is closed before returning."""
+    """The cheap checks first (options and the config file), then the engine, then one batch. What
+    the batch opened stays with `lifetime`, for its builder to close."""
     job = job if isinstance(job, Job) else prepare_job(job)
-    session = engine if isinstance(engine, EngineSession) else engine_session(job.settings, engine)
-    built = session is not engine
-    try:
-        await session.facts()  # reachable, SGLang: before the tokenizer and the taskset load
-        orchestrator = prepare_orchestrator(job, engine=session, tokenizer_path=tokenizer_path, hooks=hooks)
-        return await run_prepared(orchestrator)
-    finally:
-        # The orchestrator closes its sessions' connections itself (run_prepared); a session built
-        # here is closed here too, for a check that refused the job before the orchestrator existed.
-        # A session handed in is its builder's.
-        if built:
-            await session.aclose()
+    await lifetime.engine.facts()  # reachable, SGLang: before the tokenizer and the taskset load
+    orchestrator = prepare_orchestrator(job, lifetime=lifetime, tokenizer_path=tokenizer_path, hooks=hooks)
+    return await run_prepared(orchestrator)
 
 
 async def run_prepared(orchestrator: Orchestrator) -> TrainOutput:
     """The engine half of a job: its facts (read once by its session; the demo's engine starts
     only once every check that needs none has passed), the vocabulary checked, then one batch."""
     facts = await orchestrator.engine.facts()
-    try:
-        _check_vocab(facts.model_info, orchestrator)
-        return await orchestrator.train(rollout_id=0)
-    finally:
-        await orchestrator.aclose()
+    _check_vocab(facts.model_info, orchestrator)
+    return await orchestrator.train(rollout_id=0)
 
 
 def _check_vocab(info: Mapping[str, Any], orchestrator: Orchestrator) -> None:

@@ -74,7 +74,7 @@ async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3
     from adapter.episodes.bundled import add_env_sources
     from adapter.episodes.generations import installed
     from adapter.rollout.hooks import RolloutHooks
-    from adapter.rollout.job import run_rollouts
+    from adapter.rollout.job import run_lifetime, run_rollouts
 
     monkeypatch.setattr(sys, "path", list(sys.path))  # add_env_sources edits both; restored afterwards
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
@@ -85,7 +85,7 @@ async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3
     settings = Settings(verifiers_config=str(ENVS / "arith-v1.toml"), rollout_batch_size=2, n_samples_per_prompt=1,
                         over_sampling_batch_size=2, renderer_model_name="Qwen/Qwen3-0.6B", rollout_global_dataset=False,
                         hf_checkpoint=str(qwen3_tokenizer), flag_names=flag_names(JOB_FLAGS, ROLLOUT_FLAGS))
-    async with served(asgi_app(engine)) as url:
-        result = await run_rollouts(settings, engine=url, tokenizer_path=str(qwen3_tokenizer),
+    async with served(asgi_app(engine)) as url, run_lifetime(settings, url) as lifetime:
+        result = await run_rollouts(settings, lifetime=lifetime, tokenizer_path=str(qwen3_tokenizer),
                                     hooks=RolloutHooks(on_group=lambda group: seen.append(len(group))))
     assert seen == [1, 1] and len(result.groups) == 2

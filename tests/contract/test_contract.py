@@ -20,7 +20,7 @@ from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from adapter.episodes.generations import installed
 from adapter.errors import PromptTooLongError, UnsupportedRequestError
-from adapter.rollout.job import prepare_orchestrator
+from adapter.rollout.job import prepare_orchestrator, run_lifetime
 from adapter.versions.gate import installed_decision
 from adapter.wire.translate import overlong_error_class, to_renderers_response
 from conformance.engine import ScriptedEngine, asgi_app
@@ -113,6 +113,8 @@ async def test_a_bug_planted_in_the_bridge_stops_a_real_run_at_its_first_group(q
 
 
 async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: Any) -> list[list[Any]]:
+    """One train batch of `env` against a scripted engine, as `vf-sglang rollout` runs it: on a
+    lifetime that is closed once the batch is back."""
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, reply))
     async with served(asgi_app(engine)) as url:
@@ -120,11 +122,8 @@ async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: An
                   "hf_checkpoint": str(qwen3_tokenizer), "renderer_model_name": "Qwen/Qwen3-0.6B",
                   "rollout_max_response_len": 32, "rollout_max_context_len": 1024, "rollout_global_dataset": False,
                   **settings}
-        orchestrator = prepare_orchestrator(Settings(**values), engine=url)
-        try:
-            result = await orchestrator.train(rollout_id=0)
-        finally:
-            await orchestrator.aclose()
+        async with run_lifetime(Settings(**values), url) as lifetime:
+            result = await prepare_orchestrator(Settings(**values), lifetime=lifetime).train(rollout_id=0)
     assert engine.generate_requests(), "the engine was never called"
     return result.groups
 

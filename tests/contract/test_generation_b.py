@@ -84,14 +84,14 @@ def arith_settings(qwen3_tokenizer: Any) -> Settings:
                     rollout_max_response_len=16, rollout_max_context_len=1024, rollout_global_dataset=False)
 
 
-async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_tokenizer) -> None:
+async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_tokenizer, lifetimes) -> None:
     """Also: Miles' --rollout-min-p (#1521) reaches SGLang on every B turn."""
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     seen: list[TraceView] = []
     async with served(asgi_app(engine)) as url:
         settings = dataclasses.replace(arith_settings(qwen3_tokenizer), rollout_min_p=0.05)
-        orchestrator = prepare_orchestrator(settings, engine=url)
+        orchestrator = prepare_orchestrator(settings, lifetime=lifetimes(settings, url))
         run_group = orchestrator.backend.run_group
 
         async def spy(*args: Any, **kwargs: Any) -> list[Any]:
@@ -110,7 +110,7 @@ async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_to
     assert [r.body["sampling_params"]["min_p"] for r in engine.generate_requests()] == [0.05, 0.05]
 
 
-async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_tokenizer) -> None:
+async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_tokenizer, lifetimes) -> None:
     # arith-mini-v1: the eval runs 2 traces, not arith-v1's 12 (one harness process each, in every B cell)
     tokenizer = load_tokenizer(str(qwen3_tokenizer))
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
@@ -119,13 +119,14 @@ async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_token
                             renderer_model_name="Qwen/Qwen3-0.6B", rollout_max_response_len=16,
                             rollout_max_context_len=1024, eval_interval=1, n_samples_per_eval_prompt=1,
                             rollout_global_dataset=False)
-        result = await prepare_orchestrator(settings, engine=url).evaluate()
+        result = await prepare_orchestrator(settings, lifetime=lifetimes(settings, url)).evaluate()
     (data,) = result.data.values()
     assert len(data["rewards"]) == len(data["truncated"]) == len(data["samples"]) == 2
     assert data["rewards"] == [1.0, 0.0]  # "What is 3 + 4?" is task 0, "What is 7 + 5?" task 1
 
 
-async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen3_tokenizer, monkeypatch) -> None:
+async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen3_tokenizer, monkeypatch,
+                                                                           lifetimes) -> None:
     """Miles' `test_train_client_reports_unsupported_dialect_as_configuration_error` and
     `test_unsupported_trace_error_is_not_resampled_forever` (tests/fast/examples/experimental/
     verifiers/test_verifiers_rollout.py): a `NotImplementedError` from Verifiers' TrainClient or
@@ -146,7 +147,7 @@ async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
         settings = arith_settings(qwen3_tokenizer)
-        orchestrator = prepare_orchestrator(settings, engine=url)
+        orchestrator = prepare_orchestrator(settings, lifetime=lifetimes(settings, url))
         with pytest.raises(UnsupportedFeatureError, match=r"\(trace \w+, model call 0\): NotImplementedError: "
                                                           "Video parts are not yet supported by Qwen3VLRenderer"):
             await orchestrator.train(rollout_id=0)

@@ -58,6 +58,20 @@ def resources() -> dict[str, int]:
             "python_threads": threading.active_count(), "children": children}
 
 
+def count_opened(backend: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often the backend's serving and bridge client are opened, from here on."""
+    opened = {"serving": 0, "connect": 0}
+    for name in opened:
+        original = getattr(backend, name)
+
+        def counting(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            opened[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(backend, name, counting)
+    return opened
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
 async def test_twenty_train_calls_hold_one_engine_pool_one_bridge_and_flat_resources(
         qwen3_tokenizer, monkeypatch) -> None:
@@ -82,6 +96,7 @@ async def test_twenty_train_calls_hold_one_engine_pool_one_bridge_and_flat_resou
             n_samples_per_prompt=1, rollout_max_response_len=16, rollout_max_context_len=1024,
             sglang_router_ip=host, sglang_router_port=int(port))
         fn = VerifiersRolloutFn(constructor(args=args, data_source=None))
+        opened = count_opened(fn.orchestrator.backend, monkeypatch)
         monkeypatch.setattr(uvicorn.Server, "startup", counted)  # from here on: the adapter's servers only
         seen: list[dict[str, int]] = []
         try:
@@ -92,9 +107,8 @@ async def test_twenty_train_calls_hold_one_engine_pool_one_bridge_and_flat_resou
         finally:
             await fn.aclose()
         closed = resources()
-    held = fn.orchestrator._held
     assert len(pools) == 1, f"{len(pools)} engine connection pools for {CALLS} calls"
-    assert held.entered == 3, "the engine sessions, the env's serving and one bridge client: opened once"
+    assert opened == {"serving": 1, "connect": 1}, "the env's serving and one bridge client: opened once"
     assert len(started) == (1 if installed().name == "B" else 0), "generation B serves its bridge once"
     assert len(engine.generate_requests()) == CALLS
     warm, last = seen[WARM - 1], seen[-1]
@@ -103,4 +117,4 @@ async def test_twenty_train_calls_hold_one_engine_pool_one_bridge_and_flat_resou
     assert last["python_threads"] <= warm["python_threads"] + THREAD_MARGIN, seen
     assert last["children"] <= warm["children"], seen
     assert last["rss_mb"] <= warm["rss_mb"] + RSS_MARGIN_MB, seen
-    assert held.loop is None and closed["children"] <= seen[0]["children"]
+    assert fn.orchestrator.lifetime.state == "closed" and closed["children"] <= seen[0]["children"]

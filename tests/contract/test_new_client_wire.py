@@ -118,7 +118,8 @@ def _trace_spans(branch: Any) -> list[list[tuple[str, int, int]]]:
     return out
 
 
-async def test_the_samples_1891_spans_agree_with_the_traces_own_weight_versions(qwen3_tokenizer, monkeypatch) -> None:
+async def test_the_samples_1891_spans_agree_with_the_traces_own_weight_versions(qwen3_tokenizer, monkeypatch,
+                                                                                 lifetimes) -> None:
     """A real two-turn tool episode: the trace records per turn the weight versions the bridge
     answered with, and the sample carries the same spans, turn by turn, at the same offsets."""
     import re
@@ -148,7 +149,7 @@ async def test_the_samples_1891_spans_agree_with_the_traces_own_weight_versions(
         settings = Settings(verifiers_config=env_config("echo-tool-v1"), rollout_batch_size=1, n_samples_per_prompt=1,
                             hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",
                             rollout_max_response_len=64, rollout_max_context_len=2048, rollout_global_dataset=False)
-        await prepare_orchestrator(settings, engine=url).train(rollout_id=0)
+        await prepare_orchestrator(settings, lifetime=lifetimes(settings, url)).train(rollout_id=0)
     ((trace, (sample,)),) = converted
     (branch,) = trace.branches
     recorded = _trace_spans(branch)

@@ -15,6 +15,7 @@ import pytest
 from adapter.bridge.serve import served
 from adapter.engine.proxies import LOOPBACK_HOSTS, bypass_proxies_for_loopback, no_proxy_value
 from adapter.engine.session import EngineSession
+from adapter.rollout.lifetime import RunLifetime
 
 
 def test_loopback_hosts_join_the_existing_entries_of_both_spellings() -> None:
@@ -50,7 +51,7 @@ async def test_episodes_start_with_loopback_excluded_from_proxies(proxy_nowhere,
     from tests.fakes import FakeBackend
 
     settings = Settings(rollout_batch_size=1, n_samples_per_prompt=2, over_sampling_batch_size=1)
-    orch = Orchestrator(settings=settings, backend=FakeBackend(["ok"]), engine=EngineSession(sglang_mock.url),
-                        model="m", env_id="arith-v1")
+    orch = Orchestrator(settings=settings, backend=FakeBackend(["ok"]),
+                        lifetime=RunLifetime(EngineSession(sglang_mock.url)), model="m", env_id="arith-v1")
     await orch.train(rollout_id=0)
     assert set(LOOPBACK_HOSTS) <= set(os.environ["no_proxy"].split(",")) and os.environ["NO_PROXY"]

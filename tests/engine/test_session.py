@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from adapter.engine.session import EngineSession
+from adapter.errors import EngineSessionClosedError
 from conformance.engine import Completion, ScriptedEngine
 
 
@@ -23,30 +26,35 @@ async def test_the_facts_are_read_once_however_often_they_are_asked(sglang_mock:
     assert gets(sglang_mock) == ["/model_info", "/workers", "/list_workers", "/server_info"]
 
 
-def test_a_call_on_a_new_event_loop_gets_a_new_client_and_keeps_the_facts(sglang_mock: ScriptedEngine) -> None:
+def test_a_session_is_refused_on_another_loop_and_reopened_there_explicitly_with_its_facts(
+        sglang_mock: ScriptedEngine) -> None:
     session = EngineSession(sglang_mock.url)
     sglang_mock.script(Completion([40], [-0.5]), Completion([41], [-0.5]))
 
-    async def call() -> object:
+    async def call(on: EngineSession) -> object:
         from adapter.cli.server_checks import check_generate
 
-        await session.facts()
-        await check_generate(session.client)
-        return session.client
+        await on.facts()
+        await check_generate(on.client)
+        return on.client
 
-    first = asyncio.run(call())
-    second = asyncio.run(call())  # the first loop's connections died with it
-    asyncio.run(session.aclose())
-    assert first is not second
-    assert gets(sglang_mock).count("/model_info") == 1
+    asyncio.run(call(session))
+    with pytest.raises(EngineSessionClosedError, match="another event loop"):
+        asyncio.run(call(session))  # the first loop's connections died with it
+    reopened = session.reopened()
+    asyncio.run(call(reopened))
+    assert reopened.known is session.known and gets(sglang_mock).count("/model_info") == 1
+    asyncio.run(reopened.aclose())
 
 
-async def test_a_closed_session_opens_a_new_client_on_its_next_call(sglang_mock: ScriptedEngine) -> None:
+async def test_a_closed_session_stays_closed(sglang_mock: ScriptedEngine) -> None:
     session = EngineSession(sglang_mock.url)
-    before = session.client
+    await session.facts()
     await session.aclose()
-    assert session.client is not before
-    await session.aclose()
+    with pytest.raises(EngineSessionClosedError, match="closed"):
+        session.client  # noqa: B018  # the property is what refuses
+    await session.aclose()  # a second close does nothing
+    assert session.closed
 
 
 async def test_a_sibling_session_for_another_address_is_sized_and_recorded_like_its_origin(tmp_path) -> None:

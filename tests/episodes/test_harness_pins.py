@@ -70,14 +70,22 @@ def test_host_pins_name_every_installed_distribution_at_its_version() -> None:
     assert list(pins) == sorted(pins) and all(canonicalize_name(name) == name for name in pins)
 
 
-def test_hold_sets_the_program_where_verifiers_reads_it(monkeypatch) -> None:
+def test_hold_sets_the_program_where_verifiers_reads_it_until_its_last_release(monkeypatch) -> None:
     harness = pytest.importorskip("verifiers.v1.harnesses.null.harness")
     found = harness_pins.program_attribute(harness.NullHarness)
     assert found is not None and found[0] is harness
-    monkeypatch.setattr(harness, found[1], getattr(harness, found[1]))  # restored after the test
+    # Verifiers' own program, no hold live (another test's environment may still hold it): restored after
+    monkeypatch.setattr(harness_pins, "_HELD", {})
+    monkeypatch.setattr(harness, found[1], unheld(getattr(harness, found[1])))
+    original = getattr(harness, found[1])
     program = harness_pins.hold(harness.NullHarness, {})
-    assert getattr(harness, found[1]) == program
+    assert getattr(harness, found[1]) == program != original
     assert block(program)["tool"]["uv"]["constraint-dependencies"] == list(host_pins())
+    assert harness_pins.hold(harness.NullHarness, {}) == program  # a second run's environment holds it too
+    harness_pins.release(harness.NullHarness)
+    assert getattr(harness, found[1]) == program  # the other still holds it
+    harness_pins.release(harness.NullHarness)
+    assert getattr(harness, found[1]) == original  # the last release puts Verifiers' own back
 
 
 def test_a_package_the_program_pins_itself_follows_the_program_not_the_host() -> None:

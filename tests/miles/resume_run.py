@@ -15,6 +15,7 @@ from argparse import Namespace
 from adapter.config.settings import Settings
 from adapter.engine.session import EngineSession
 from adapter.miles import checkpoint
+from adapter.rollout.lifetime import RunLifetime
 from adapter.rollout.orchestrator import Orchestrator
 from conformance.engine import ScriptedEngine
 from conformance.mocking import mock_host
@@ -29,8 +30,8 @@ SETTINGS = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "over_sampling_b
 async def run(directory: str, first: int, last: int, load: int | None) -> list[dict[str, object]]:
     engine = ScriptedEngine()
     backend = FakeBackend(list(TASKS))
-    orchestrator = Orchestrator(settings=Settings(**SETTINGS), backend=backend, engine=EngineSession(engine.url),
-                                model="m", env_id="resume")
+    orchestrator = Orchestrator(settings=Settings(**SETTINGS), backend=backend,
+                                lifetime=RunLifetime(EngineSession(engine.url)), model="m", env_id="resume")
     args = Namespace(save=directory, load=directory)
     checkpoint.load(orchestrator, args, load)
     steps = []

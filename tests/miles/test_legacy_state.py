@@ -11,15 +11,22 @@ from argparse import Namespace
 from adapter.miles import binding
 
 
-class Built:
-    """A stand-in orchestrator: counts its closes, and the loop each train call ran on."""
+class Lifetime:
+    """A stand-in lifetime: counts its closes."""
 
     def __init__(self) -> None:
         self.closed = 0
-        self.loops: list[asyncio.AbstractEventLoop] = []
 
     async def aclose(self) -> None:
         self.closed += 1
+
+
+class Built:
+    """A stand-in orchestrator: its lifetime, and the loop each train call ran on."""
+
+    def __init__(self) -> None:
+        self.lifetime = Lifetime()
+        self.loops: list[asyncio.AbstractEventLoop] = []
 
     async def train(self, rollout_id: int, *, weight_version: object = None) -> Namespace:
         self.loops.append(asyncio.get_running_loop())
@@ -36,10 +43,10 @@ def test_the_legacy_abi_keeps_one_function_per_run_and_replaces_it_for_another(m
     assert legacy.for_call(run, source) is first and len(built) == 1  # the same run: the same function
     other = legacy.for_call(Namespace(), source)
     assert other is not first and len(built) == 2
-    assert built[0].closed == 1  # the replaced run's function was closed, on the ABI's loop
+    assert built[0].lifetime.closed == 1  # the replaced run's function was closed, on the ABI's loop
     assert legacy.for_call(run, object()) is not other  # a new data source: a new function
     assert legacy.args is run and len(built) == 3  # only the latest run is held
-    assert [b.closed for b in built] == [1, 1, 0]
+    assert [b.lifetime.closed for b in built] == [1, 1, 0]
 
 
 def test_every_legacy_call_of_a_run_runs_on_one_event_loop(monkeypatch) -> None:

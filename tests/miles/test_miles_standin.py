@@ -18,6 +18,7 @@ from adapter.config.settings import Settings
 from adapter.engine.session import EngineSession
 from adapter.errors import RewardKeyError
 from adapter.miles.abi import abi_types
+from adapter.rollout.lifetime import RunLifetime
 from adapter.rollout.orchestrator import Orchestrator
 from adapter.samples.sample_type import sample_class
 from conformance.miles_checks import assert_eval_ok, assert_train_ok, eval_problems, train_problems
@@ -53,7 +54,7 @@ def orchestrator(behaviours, sglang_mock, *, meta=None, engine=None, **settings)
             "n_samples_per_eval_prompt": 2}
     backend = FakeBackend(list(behaviours), engine_meta=meta)
     return Orchestrator(settings=Settings(**{**base, **settings}), backend=backend,
-                        engine=engine or EngineSession(sglang_mock.url), model="m", env_id="arith-v1")
+                        lifetime=RunLifetime(engine or EngineSession(sglang_mock.url)), model="m", env_id="arith-v1")
 
 
 def test_the_adapter_resolves_the_importable_miles_classes(miles) -> None:

@@ -20,6 +20,7 @@ from adapter.config.settings import Settings
 from adapter.engine.session import EngineSession
 from adapter.errors import ConfigurationError, ResumeStateError
 from adapter.miles import checkpoint
+from adapter.rollout.lifetime import RunLifetime
 from adapter.rollout.orchestrator import Orchestrator
 from conformance.engine import ScriptedEngine
 from conformance.mocking import mock_host
@@ -51,13 +52,13 @@ def test_a_resumed_run_draws_exactly_the_tasks_and_seeds_of_an_uninterrupted_run
 
 
 def _orchestrator() -> Orchestrator:
-    return Orchestrator(settings=Settings(**SETTINGS), backend=FakeBackend(list(TASKS)), engine=EngineSession("http://e"),
-                        model="m", env_id="resume")
+    return Orchestrator(settings=Settings(**SETTINGS), backend=FakeBackend(list(TASKS)),
+                        lifetime=RunLifetime(EngineSession("http://e")), model="m", env_id="resume")
 
 
 def _saved(directory: Path, rollout_id: int, cursor: int) -> Orchestrator:
     saved = _orchestrator()
-    saved._cursor = cursor
+    saved.progress.cursor = cursor
     checkpoint.save(saved, Namespace(save=str(directory)), rollout_id)
     return saved
 
@@ -78,18 +79,18 @@ def test_start_up_reads_a_state_only_from_load(tmp_path, case, saved_at, args, r
     namespace = Namespace(**{key: str(tmp_path) if value else None for key, value in args.items()})
     path = checkpoint.load(orchestrator, namespace, rollout_id)
     assert (path == checkpoint.state_path(tmp_path, 2)) is restored, case
-    assert orchestrator.checkpoint(2).cursor == (17 if restored else None), case
+    assert orchestrator.progress.checkpoint(2).cursor == (17 if restored else None), case
 
 
 async def test_a_fresh_start_draws_from_miles_rollout_id(tmp_path) -> None:
     """--start-rollout-id 3 without --load: load(2) reads nothing and rollout 3 draws from 3 × batch on."""
     engine, backend = ScriptedEngine(), FakeBackend(list(TASKS))
-    orchestrator = Orchestrator(settings=Settings(**SETTINGS), backend=backend, engine=EngineSession(engine.url),
-                                model="m", env_id="resume")
+    orchestrator = Orchestrator(settings=Settings(**SETTINGS), backend=backend,
+                                lifetime=RunLifetime(EngineSession(engine.url)), model="m", env_id="resume")
     assert checkpoint.load(orchestrator, Namespace(save=str(tmp_path), load=None), 2) is None
     with mock_host(engine.url, engine.handle):
         await orchestrator.train(3)
-    order = orchestrator._order
+    order = orchestrator.progress.order
     first = 3 * SETTINGS["rollout_batch_size"]
     assert backend.calls[0][0] == order[first % len(order)]
 
@@ -99,7 +100,7 @@ def test_load_without_the_adapters_state_starts_afresh_with_a_warning_naming_the
     orchestrator = _orchestrator()
     with caplog.at_level("WARNING", logger="adapter.miles.checkpoint"):
         assert checkpoint.load(orchestrator, Namespace(save=None, load=str(tmp_path)), 4) is None
-    assert orchestrator.checkpoint(4).cursor is None
+    assert orchestrator.progress.checkpoint(4).cursor is None
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert str(checkpoint.state_path(tmp_path, 4)) in warning
     assert "may repeat or be skipped" in warning
@@ -127,7 +128,7 @@ def test_a_corrupt_state_is_a_typed_error_naming_the_file(tmp_path, content, mes
 def test_a_state_from_another_taskset_or_draw_order_is_refused(tmp_path) -> None:
     checkpoint.save(_orchestrator(), Namespace(save=str(tmp_path)), 4)
     other = Orchestrator(settings=Settings(**{**SETTINGS, "rollout_seed": 7}), backend=FakeBackend(list(TASKS)),
-                         engine=EngineSession("http://e"), model="m", env_id="resume")
+                         lifetime=RunLifetime(EngineSession("http://e")), model="m", env_id="resume")
     with pytest.raises(ResumeStateError, match="another draw order"):
         checkpoint.load(other, Namespace(load=str(tmp_path)), 4)
 
@@ -152,9 +153,9 @@ def test_the_class_abi_saves_and_loads_through_its_orchestrator(tmp_path, monkey
     monkeypatch.setattr(binding, "build_orchestrator", build)
     args = Namespace(save=str(tmp_path), load=str(tmp_path))
     first = binding.VerifiersRolloutFn(Namespace(args=args, data_source=None))
-    first.orchestrator._cursor, first.orchestrator._rollout_ids = 17, 40
+    first.orchestrator.progress.cursor, first.orchestrator.progress.rollout_ids = 17, 40
     first.save(3)
     second = binding.VerifiersRolloutFn(Namespace(args=args, data_source=None))
     second.load(3)
-    assert second.orchestrator.checkpoint(3) == first.orchestrator.checkpoint(3)
-    assert second.orchestrator.checkpoint(3).cursor == 17
+    assert second.orchestrator.progress.checkpoint(3) == first.orchestrator.progress.checkpoint(3)
+    assert second.orchestrator.progress.checkpoint(3).cursor == 17

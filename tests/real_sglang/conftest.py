@@ -7,21 +7,11 @@ start costs half a minute of CPU and ~4 GB."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-
-from adapter.rollout.orchestrator import close_on_this_loop
-
-
-@pytest.fixture(autouse=True)
-async def rollout_functions_closed() -> AsyncIterator[None]:
-    """What a test's rollout functions held open closes on the test's own loop, before it ends."""
-    yield
-    await close_on_this_loop()
 
 
 @dataclass(frozen=True)

@@ -90,14 +90,14 @@ async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_end
         await _abort_all_during_a_run(real_sglang)
 
 
-async def _abort_all_during_a_run(real_sglang: Any) -> None:
+async def _abort_all_during_a_run(real_sglang: Any, lifetimes) -> None:
     # min_new_tokens keeps each answer in flight for 160 decode steps (seconds on 2 cores, longer
     # under load), so an abort sent every 0.25 s lands on one; the aborting stops at the event (the
     # bridge saw the engine answer `abort`), not after a guessed delay. The replacement groups then
     # decode their 160 tokens each and the run must still finish.
     settings = _settings(real_sglang, rollout_max_response_len=180, rollout_min_new_tokens=160,
                          rollout_batch_size=2, n_samples_per_prompt=2)
-    orchestrator = prepare_orchestrator(settings, engine=real_sglang.url)
+    orchestrator = prepare_orchestrator(settings, lifetime=lifetimes(settings, real_sglang.url))
     run = asyncio.ensure_future(orchestrator.train(rollout_id=0))
     async with asyncio.timeout(240):  # the episodes' harness starts first; then the bridge sees a session
         while not run.done() and not (orchestrator.bridge is not None and len(orchestrator.bridge.sessions)):
@@ -158,9 +158,9 @@ def _changed_checkpoint(model_dir: Path, into: Path) -> Path:
     return into
 
 
-async def test_a_weight_update_between_batches_reaches_weight_versions(real_sglang, tmp_path: Path) -> None:
+async def test_a_weight_update_between_batches_reaches_weight_versions(real_sglang, tmp_path: Path, lifetimes) -> None:
     settings = _settings(real_sglang, sglang_enable_deterministic_inference=True)
-    orchestrator = prepare_orchestrator(settings, engine=real_sglang.url)
+    orchestrator = prepare_orchestrator(settings, lifetime=lifetimes(settings, real_sglang.url))
     before = await orchestrator.train(rollout_id=0)
     changed = _changed_checkpoint(real_sglang.model_dir, tmp_path / "step-2")
     url = real_sglang.url

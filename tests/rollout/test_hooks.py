@@ -13,6 +13,7 @@ from adapter.config.settings import Settings
 from adapter.engine.session import EngineSession
 from adapter.errors import ConfigurationError
 from adapter.rollout.hooks import miles_hooks
+from adapter.rollout.lifetime import RunLifetime
 from adapter.rollout.orchestrator import Orchestrator
 from adapter.samples.conversion import flatten
 from tests.fakes import FakeBackend
@@ -84,8 +85,9 @@ def build(behaviours, sglang_mock, data_source=None, **flags) -> Orchestrator:
     base = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "over_sampling_batch_size": 2}
     args = SimpleNamespace(**{**base, **flags})
     settings = Settings.from_args(args)
-    return Orchestrator(settings=settings, backend=FakeBackend(list(behaviours)), engine=EngineSession(sglang_mock.url),
-                        model="m", env_id="arith-v1", hooks=miles_hooks(args, settings, data_source=data_source))
+    return Orchestrator(settings=settings, backend=FakeBackend(list(behaviours)),
+                        lifetime=RunLifetime(EngineSession(sglang_mock.url)), model="m", env_id="arith-v1",
+                        hooks=miles_hooks(args, settings, data_source=data_source))
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ import pytest
 
 from adapter.config.settings import Settings
 from adapter.engine.session import EngineSession
-from adapter.errors import RolloutStalledError, UnsupportedRequestError
+from adapter.errors import RolloutFunctionClosedError, RolloutStalledError, UnsupportedRequestError
+from adapter.rollout.lifetime import RunLifetime
 from adapter.rollout.orchestrator import Orchestrator, RolloutHooks
 from tests.fakes import FakeBackend
 
@@ -17,7 +18,7 @@ def orchestrator(behaviours, sglang_mock, **settings) -> tuple[Orchestrator, Fak
     backend = FakeBackend(list(behaviours))
     base = {"rollout_batch_size": 2, "n_samples_per_prompt": 2, "over_sampling_batch_size": 2}
     orch = Orchestrator(settings=Settings(**{**base, **settings}), backend=backend,
-                        engine=EngineSession(sglang_mock.url), model="m", env_id="arith-v1")
+                        lifetime=RunLifetime(EngineSession(sglang_mock.url)), model="m", env_id="arith-v1")
     return orch, backend
 
 
@@ -88,7 +89,7 @@ async def test_pending_episodes_are_cancelled_and_the_engine_aborted_on_exit(sgl
     assert len(out.groups) == 1
     aborts = [r for r in sglang_mock.requests if r.path == "/abort_request"]
     assert [a.body for a in aborts] == [{"abort_all": True}]
-    await orch.aclose()  # what the calls held open (the bridge's client, the env's serving) closes here
+    await orch.lifetime.aclose()  # what the calls held open (the bridge's client, the env's serving) closes here
     assert backend.clients and all(client.closed for client in backend.clients)
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
 
@@ -109,7 +110,7 @@ async def test_task_cursor_resumes_from_rollout_id_times_batch(sglang_mock) -> N
 async def test_shuffle_is_seeded(sglang_mock) -> None:
     first, _ = orchestrator(["ok"] * 10, sglang_mock, rollout_shuffle=True, rollout_seed=7)
     second, _ = orchestrator(["ok"] * 10, sglang_mock, rollout_shuffle=True, rollout_seed=7)
-    assert first._order == second._order != list(range(10))
+    assert first.progress.order == second.progress.order != list(range(10))
 
 
 async def test_deterministic_inference_gives_each_group_its_seed_base(sglang_mock) -> None:
@@ -245,7 +246,7 @@ async def test_eval_reports_a_dropped_trace_beside_the_scored_ones_unscored(sgla
     assert out.metrics["eval/verifiers/dropped_traces"] == 1.0
 
 
-async def test_train_and_eval_calls_reuse_what_the_first_call_opened_until_aclose(sglang_mock) -> None:
+async def test_train_and_eval_calls_reuse_what_the_first_call_opened_until_aclose_which_is_final(sglang_mock) -> None:
     orch, backend = orchestrator(["ok", "ok"], sglang_mock, n_samples_per_eval_prompt=1)
     for rollout_id in range(3):
         await orch.train(rollout_id=rollout_id)
@@ -253,11 +254,12 @@ async def test_train_and_eval_calls_reuse_what_the_first_call_opened_until_aclos
     await orch.evaluate()
     assert len(backend.clients) == 2  # one bridge client for train, one for eval (its own settings)
     assert not any(client.closed for client in backend.clients)
-    await orch.aclose()
+    await orch.lifetime.aclose()
     assert all(client.closed for client in backend.clients)
-    await orch.train(rollout_id=3)  # a call after aclose opens again
-    assert len(backend.clients) == 3
-    await orch.aclose()
+    with pytest.raises(RolloutFunctionClosedError, match="closed"):  # closed stays closed
+        await orch.train(rollout_id=3)
+    assert len(backend.clients) == 2
+    await orch.lifetime.aclose()  # a second close does nothing
 
 
 def test_interpreter_exit_closes_a_rollout_function_whose_loop_still_runs(sglang_mock) -> None:
@@ -265,7 +267,7 @@ def test_interpreter_exit_closes_a_rollout_function_whose_loop_still_runs(sglang
     at exit, `close_all` closes what each call held open, on that loop."""
     import threading
 
-    from adapter.rollout.orchestrator import close_all
+    from adapter.rollout.lifetime import close_all
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -273,9 +275,9 @@ def test_interpreter_exit_closes_a_rollout_function_whose_loop_still_runs(sglang
     try:
         orch, backend = orchestrator(["ok"], sglang_mock, rollout_batch_size=1)
         asyncio.run_coroutine_threadsafe(orch.train(rollout_id=0), loop).result(30)
-        assert orch.held_loop is loop and not backend.clients[0].closed
+        assert orch.lifetime.loop is loop and not backend.clients[0].closed
         close_all()
-        assert backend.clients[0].closed and orch.held_loop is None
+        assert backend.clients[0].closed and orch.lifetime.state == "closed"
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)

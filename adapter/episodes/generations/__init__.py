@@ -55,6 +55,11 @@ class EpisodeBackend(Protocol):
         like `serving()`, by whoever holds the run's resources, once per n."""
         ...
 
+    def release(self) -> None:
+        """Undo what loading changed for the whole process (the harness programs it held), once the
+        rollout function is done: its `RunLifetime` calls this as it closes."""
+        ...
+
     def connect(self, app: Any, *, tokenizer_path: str | None = None, renderer_model_name: str | None = None,
                 pool_size: int = 1) -> AbstractAsyncContextManager[Any]:
         """The client episodes call the bridge `app` through (A: in process; B: served on loopback),

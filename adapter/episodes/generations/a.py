@@ -40,7 +40,7 @@ from adapter.config.settings import Settings
 from adapter.episodes import prefork
 from adapter.episodes.caches import with_harness_cache
 from adapter.episodes.generations import harness_runtime, unsupported_feature
-from adapter.episodes.harness_pins import hold
+from adapter.episodes.harness_pins import hold, release
 from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import explicit_advice, renderer_identity
 from adapter.episodes.tokenizer_imports import import_tokenizer_classes
@@ -241,17 +241,19 @@ def with_pinned_harness_cache(config_data: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def ready_harness_program(harness: Any) -> None:
+def ready_harness_program(harness: Any) -> list[type]:
     """Hold a subprocess-runtime harness' uv program to this environment's versions
     (`adapter.episodes.harness_pins`) and prepare it before any episode (`adapter.episodes.harness_uv`):
     its env gains UV_OFFLINE=1 once uv's cache holds the program, and UV_COMPILE_BYTECODE=1 (0.2.x
     hands the harness env to the preparation), or `HarnessEnvironmentError`. A container or
-    sandbox runtime has its own uv."""
+    sandbox runtime has its own uv. Returns the harness classes held (`harness_pins.release` each)."""
     if harness.config.runtime.type != "subprocess":
-        return
+        return []
     source = hold(type(harness), harness.config.resolved_env)
-    if source is not None:
-        harness.config.env.update(prepared_env(source, harness.config.resolved_env))
+    if source is None:
+        return []
+    harness.config.env.update(prepared_env(source, harness.config.resolved_env))
+    return [type(harness)]
 
 
 def use_harness_runtime(runtime: str) -> None:
@@ -273,7 +275,7 @@ class GenerationA:
         from verifiers.v1.decorators import discover_decorated
 
         self.env = vf.Environment(vf.EnvConfig.model_validate(with_pinned_harness_cache(config_data)))
-        ready_harness_program(self.env.harness)
+        self._held_programs = ready_harness_program(self.env.harness)
         use_harness_runtime(harness_runtime(prefork.chosen())[0])
         self.tasks = list(self.env.taskset.load())
         self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
@@ -285,6 +287,13 @@ class GenerationA:
     def sized_serving(self, n: int) -> None:
         """Nothing: generation A runs a group of any n in the one env."""
         return None
+
+    def release(self) -> None:
+        """Put back what loading changed for the whole process: the harness program held to the
+        host's versions (`adapter.episodes.harness_pins`)."""
+        held, self._held_programs = self._held_programs, []
+        for harness_cls in held:
+            release(harness_cls)
 
     @staticmethod
     @contextlib.asynccontextmanager

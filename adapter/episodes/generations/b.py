@@ -43,7 +43,7 @@ from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.episodes import prefork
 from adapter.episodes.generations import harness_runtime, unsupported_feature
-from adapter.episodes.harness_pins import hold
+from adapter.episodes.harness_pins import hold, release
 from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import renderer_identity
 from adapter.episodes.tokenizer_imports import import_tokenizer_classes
@@ -150,7 +150,8 @@ class GenerationB:
         import verifiers.v1 as vf
 
         self._config_data = dict(config_data)
-        self.env = _load_env(self._config_data)
+        self._held_programs: list[type] = []  # harness classes whose program loading held (`release`)
+        self.env = _load_env(self._config_data, self._held_programs)
         self.tasks = list(self.env.taskset)
         self.in_episode_n = getattr(self.env.config, "n", None)
         overrides_finalize = type(self.env).finalize is not vf.Env.finalize
@@ -182,9 +183,16 @@ class GenerationB:
             return None
         return self._serve_sized(n)
 
+    def release(self) -> None:
+        """Put back what loading changed for the whole process: the harness programs held to the
+        host's versions (`adapter.episodes.harness_pins`)."""
+        held, self._held_programs = self._held_programs, []
+        for harness_cls in held:
+            release(harness_cls)
+
     @contextlib.asynccontextmanager
     async def _serve_sized(self, n: int) -> AsyncIterator[None]:
-        env = _load_env({**self._config_data, "n": n})
+        env = _load_env({**self._config_data, "n": n}, self._held_programs)
         async with env.serving():
             self._sized[n] = (env, list(env.taskset))
             try:
@@ -243,11 +251,12 @@ def unsupported_call(traces: Iterable[Any]) -> UnsupportedFeatureError | None:
     return None
 
 
-def _load_env(config_data: Mapping[str, Any]) -> Any:
+def _load_env(config_data: Mapping[str, Any], held: list[type]) -> Any:
+    """The env, its harness programs held (the classes appended to `held`) and prepared."""
     from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
     config = resolve_env_config(dict(config_data))
-    ready_harness_programs(config)
+    held.extend(ready_harness_programs(config))
     use_harness_runtime(config, harness_runtime(prefork.chosen())[0])
     return load_environment(config)
 
@@ -285,19 +294,24 @@ def use_harness_runtime(config: Any, runtime: str) -> None:
     union_runtime.use(runtime)
 
 
-def ready_harness_programs(config: Any) -> None:
+def ready_harness_programs(config: Any) -> list[type]:
     """Hold each subprocess-runtime agent harness' uv program to this environment's versions
     (`adapter.episodes.harness_pins`) and prepare it before any episode (`adapter.episodes.harness_uv`),
     in the validated config Verifiers is about to load. 0.3.x hands
     the harness env to the preparation: it gains UV_OFFLINE=1 once uv's cache holds the program, and
     UV_COMPILE_BYTECODE=1.
     0.4.0 prepares with UV_OFFLINE=false (`PREPARE_FORCES`): the program is checked under that,
-    against the index. `HarnessEnvironmentError` when it cannot be prepared."""
+    against the index. `HarnessEnvironmentError` when it cannot be prepared. Returns the harness
+    classes held (`harness_pins.release` each)."""
     from verifiers.v1.utils.loaders import harness_class
 
     forced = {} if metadata.version("verifiers").startswith("0.3.") else PREPARE_FORCES
+    held: list[type] = []
     for agent in _agent_roles(config):
         if agent.harness is not None and agent.runtime.type == "subprocess":
-            source = hold(harness_class(agent.harness.id), agent.harness.resolved_env)
+            cls = harness_class(agent.harness.id)
+            source = hold(cls, agent.harness.resolved_env)
             if source is not None:
+                held.append(cls)
                 agent.harness.env.update(prepared_env(source, agent.harness.resolved_env, forced=forced))
+    return held

@@ -175,8 +175,8 @@ async def test_a_group_reward_env_asked_for_another_n_is_served_and_closed_by_th
     load_env = b._load_env
     sized: list[dict[str, Any]] = []  # each env loaded for another n: where its serving began and ended
 
-    def recording(config_data: Any) -> Any:
-        env = load_env(config_data)
+    def recording(config_data: Any, held: list[type]) -> Any:
+        env = load_env(config_data, held)
         if config_data.get("n") == 3:
             record: dict[str, Any] = {}
             sized.append(record)

@@ -79,7 +79,8 @@ async def test_one_vf_sglang_rollout_closes_its_engine_session_exactly_once(
 
     engine = ScriptedEngine(default=TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
-        argv = ["rollout", "--sglang-url", url, "--config", str(ENVS / config), "--model", "Qwen/Qwen3-0.6B",
+        argv = ["rollout", "--sglang-url", url, "--config", str(installed().bundled_envs() / config),
+                "--model", "Qwen/Qwen3-0.6B",
                 "--tokenizer", str(qwen3_tokenizer), "--groups", "1", "--n", "2", *extra, "--quiet"]
         assert await asyncio.to_thread(main, argv) == code, capsys.readouterr().err
     assert len(session_count.sessions) == 1 and session_count.per_session() == [1]

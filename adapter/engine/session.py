@@ -137,9 +137,3 @@ class EngineSession:
             return
         self.closed = True
         await self._client.aclose()
-
-    async def __aenter__(self) -> EngineSession:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()

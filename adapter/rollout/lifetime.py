@@ -176,7 +176,7 @@ def close_all(timeout: float = 30.0) -> None:
     finished loop cannot be reached any more; its resources end with the process."""
     for lifetime in list(_LIVE):
         loop = lifetime.loop
-        if loop is None or loop.is_closed() or not loop.is_running():
+        if lifetime.state != "open" or loop is None or loop.is_closed() or not loop.is_running():
             continue
         try:
             asyncio.run_coroutine_threadsafe(lifetime.aclose(), loop).result(timeout)

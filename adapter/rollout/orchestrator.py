@@ -96,11 +96,6 @@ class Orchestrator:
     def engine(self) -> EngineSession:
         return self.lifetime.engine
 
-    @property
-    def bridge(self) -> BridgeState | None:
-        """The bridge of the running (or last) train/eval call: its sessions and engine stats."""
-        return self._bridge
-
     def _raise_what_stops_the_run(self) -> None:
         """Re-raise the typed refusal the bridge answered, if any: resampling cannot help. Then
         any bug in the bridge's own code (`InternalBridgeError`, its cause chained): a bug stops

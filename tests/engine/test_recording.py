@@ -67,8 +67,9 @@ async def test_a_recorder_records_the_session_it_is_handed_to_and_no_other_clien
 
     sglang_mock.script(Completion([40], [-0.5]), Completion([41], [-0.5]))
     recorder = CassetteRecorder(tmp_path, command="test")
-    async with EngineSession(sglang_mock.url, recorder=recorder) as session:
-        await session.client.generate(probe())
+    session = EngineSession(sglang_mock.url, recorder=recorder)
+    await session.client.generate(probe())
+    await session.aclose()
     async with SGLangClient(sglang_mock.url) as other:  # built after, without the recorder
         await other.generate(probe())
     assert len(load_cassette(recorder.path).exchanges) == 1

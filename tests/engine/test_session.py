@@ -17,10 +17,11 @@ def gets(engine: ScriptedEngine) -> list[str]:
 
 async def test_the_facts_are_read_once_however_often_they_are_asked(sglang_mock: ScriptedEngine) -> None:
     sglang_mock.server_info = {"enable_deterministic_inference": True, "version": "0.5.23"}
-    async with EngineSession(sglang_mock.url) as session:
-        assert session.known is None
-        facts = await asyncio.gather(*(session.facts() for _ in range(3)))
-        again = await session.facts()
+    session = EngineSession(sglang_mock.url)
+    assert session.known is None
+    facts = await asyncio.gather(*(session.facts() for _ in range(3)))
+    again = await session.facts()
+    await session.aclose()
     assert all(f is again for f in facts) and session.known is again
     assert again.deterministic and not again.topology.is_router
     assert gets(sglang_mock) == ["/model_info", "/workers", "/list_workers", "/server_info"]

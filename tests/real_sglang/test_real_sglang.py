@@ -84,26 +84,32 @@ def test_the_same_seed_gives_the_same_samples_twice(real_sglang, tmp_path: Path)
     assert tokens[0] == tokens[1]
 
 
-async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_ends(real_sglang) -> None:
+async def test_abort_all_during_a_run_drops_groups_with_a_reason_and_the_run_ends(real_sglang, lifetimes,
+                                                                                   monkeypatch) -> None:
     # The lane beside this one runs this test on its own server: one at a time (e2e.common.exclusive).
     with machine_turn("real-sglang-long-decode", wait_s=600):
-        await _abort_all_during_a_run(real_sglang)
+        await _abort_all_during_a_run(real_sglang, lifetimes, monkeypatch)
 
 
-async def _abort_all_during_a_run(real_sglang: Any, lifetimes) -> None:
+async def _abort_all_during_a_run(real_sglang: Any, lifetimes: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # min_new_tokens keeps each answer in flight for 160 decode steps (seconds on 2 cores, longer
     # under load), so an abort sent every 0.25 s lands on one; the aborting stops at the event (the
     # bridge saw the engine answer `abort`), not after a guessed delay. The replacement groups then
     # decode their 160 tokens each and the run must still finish.
     settings = _settings(real_sglang, rollout_max_response_len=180, rollout_min_new_tokens=160,
                          rollout_batch_size=2, n_samples_per_prompt=2)
+    from adapter.rollout import orchestrator as orchestration
+
+    apps: list[Any] = []  # the bridge the train call builds (its sessions, its engine stats)
+    create_app = orchestration.create_app
+    monkeypatch.setattr(orchestration, "create_app", lambda *a, **k: apps.append(create_app(*a, **k)) or apps[-1])
     orchestrator = prepare_orchestrator(settings, lifetime=lifetimes(settings, real_sglang.url))
     run = asyncio.ensure_future(orchestrator.train(rollout_id=0))
     async with asyncio.timeout(240):  # the episodes' harness starts first; then the bridge sees a session
-        while not run.done() and not (orchestrator.bridge is not None and len(orchestrator.bridge.sessions)):
+        while not run.done() and not (apps and len(apps[0].state.bridge.sessions)):
             await asyncio.sleep(0.1)
-    bridge = orchestrator.bridge
-    assert bridge is not None and not run.done(), "the run ended before any episode reached the bridge"
+    assert apps and not run.done(), "the run ended before any episode reached the bridge"
+    bridge = apps[0].state.bridge
     async with httpx.AsyncClient(timeout=10, trust_env=False) as http, asyncio.timeout(120):
         while not bridge.stats.aborted and not run.done():
             response = await http.post(f"{real_sglang.url}/abort_request", json={"abort_all": True})

@@ -27,7 +27,6 @@ from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient, Timeouts
 from adapter.engine.probe import MODEL_INFO_PATHS, SGLANG_MODEL_INFO_KEYS
 from adapter.engine.recording import CassetteRecorder, record_option, recorder_for, wrap_of
-from adapter.episodes.prefork import close_process_pool
 from adapter.errors import VfSglangError
 
 MARKS = {"pass": "ok", "fail": "FAIL", "skip": "skip"}
@@ -99,10 +98,7 @@ async def run(args: argparse.Namespace, recorder: CassetteRecorder | None = None
         await engine.aclose()
     if args.config:
         print(harness_runtime_line(args))
-        try:
-            results.append(await episode_check(args, facts, recorder))
-        finally:
-            close_process_pool()
+        results.append(await episode_check(args, facts, recorder))  # its lifetime ends the zygotes too
     print(format_results(results))
     failed = [r.name for r in results if r.required and r.status == "fail"]
     print(f"FAILED: {', '.join(failed)}" if failed else "all required checks passed")

@@ -48,7 +48,7 @@ from adapter.engine.recording import CassetteRecorder, record_option, recorder_f
 from adapter.engine.topology import Topology
 from adapter.episodes.bundled import BUNDLED_IDS, add_env_sources
 from adapter.episodes.generations import harness_runtime, installed
-from adapter.episodes.prefork import DEFAULT_RUNTIME, RUNTIME_VAR, RUNTIMES, chosen, close_process_pool
+from adapter.episodes.prefork import DEFAULT_RUNTIME, RUNTIME_VAR, RUNTIMES, chosen
 
 if TYPE_CHECKING:
     from adapter.rollout.job import Job
@@ -150,10 +150,7 @@ def _rollout(args: argparse.Namespace) -> int:
                          hf_checkpoint=args.tokenizer or args.model)
     _say(args, harness_runtime_line(args))
     started = time.monotonic()
-    try:
-        result = interrupts.run(_run(args, settings, args.tokenizer, recorder))
-    finally:
-        close_process_pool()
+    result = interrupts.run(_run(args, settings, args.tokenizer, recorder))  # its lifetime ends the zygotes too
     return _report(args, result, time.monotonic() - started)
 
 
@@ -200,10 +197,7 @@ def _demo(args: argparse.Namespace) -> int:
     _say(args, harness_runtime_line(args))
     add_env_sources([installed().bundled_tasksets()])
     recorder = recorder_for(args)
-    try:
-        result = interrupts.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
-    finally:
-        close_process_pool()
+    result = interrupts.run(_demo_async(args, job.with_checkpoint(str(model_dir)), model_dir, recorder))
     return _report(args, result, time.monotonic() - started)
 
 

@@ -46,6 +46,7 @@ RUNTIME_VAR = "VF_SGLANG_HARNESS_RUNTIME"  # the one switch; `--harness-runtime`
 RUNTIMES = ("prefork", "subprocess")
 DEFAULT_RUNTIME = "prefork"
 _POOLS: list[ZygotePool] = []
+_HOLDS: list[int] = [0]  # loaded environments whose episodes run pre-forked (`acquire`/`release`)
 
 
 def chosen(environ: Mapping[str, str] | None = None) -> str:
@@ -68,6 +69,22 @@ def close_process_pool() -> None:
     """End this process' zygotes now and reap them (a command's last step: what it started, it ends)."""
     if _POOLS:
         _POOLS[0].close()
+
+
+def acquire() -> None:
+    """A loaded environment runs its episodes pre-forked: the process' pool serves it until it
+    `release`s (its rollout function's lifetime closes: `EpisodeBackend.release`)."""
+    _HOLDS[0] += 1
+
+
+def release() -> bool:
+    """One environment is done with the pool; the last one ends its zygotes (a later environment
+    starts them afresh). True when it was the last: the caller takes its plug out too."""
+    _HOLDS[0] = max(0, _HOLDS[0] - 1)
+    if _HOLDS[0]:
+        return False
+    close_process_pool()
+    return True
 
 
 def _uv_script_exports_020(venv: str, env: Mapping[str, str], cwd: str) -> dict[str, str]:

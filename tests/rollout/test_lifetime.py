@@ -18,7 +18,8 @@ from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.engine.session import EngineSession
-from adapter.episodes.generations import installed
+from adapter.episodes import prefork
+from adapter.episodes.generations import harness_runtime, installed
 from adapter.errors import EngineSessionClosedError, RolloutFunctionClosedError
 from adapter.rollout.lifetime import RunLifetime, close_all
 from conformance.engine import ScriptedEngine, asgi_app
@@ -73,9 +74,11 @@ def mini_config() -> Path:
     ("arith-v1.toml", [], 0),
     ("group-v1.toml", ["--n", "1"], 2),  # refused once the taskset is loaded: before any episode
 ], ids=["a_batch", "refused"])
-async def test_one_vf_sglang_rollout_closes_its_engine_session_exactly_once(
-        config, extra, code, session_count: SessionCount, qwen3_tokenizer: Path, capsys) -> None:
+async def test_one_vf_sglang_rollout_closes_its_engine_session_exactly_once_and_ends_its_zygotes(
+        config, extra, code, session_count: SessionCount, qwen3_tokenizer: Path, capsys, monkeypatch) -> None:
     from adapter.cli.entry import main
+
+    monkeypatch.setattr(prefork, "_HOLDS", [0])  # no environment an earlier test loaded holds the pool
 
     engine = ScriptedEngine(default=TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
@@ -84,16 +87,18 @@ async def test_one_vf_sglang_rollout_closes_its_engine_session_exactly_once(
                 "--tokenizer", str(qwen3_tokenizer), "--groups", "1", "--n", "2", *extra, "--quiet"]
         assert await asyncio.to_thread(main, argv) == code, capsys.readouterr().err
     assert len(session_count.sessions) == 1 and session_count.per_session() == [1]
+    assert prefork.process_pool().zygote_pids() == [], "the run's lifetime ended the zygotes it used"
 
 
-async def test_one_miles_run_closes_each_engine_session_exactly_once(session_count: SessionCount,
-                                                                     qwen3_tokenizer: Path, tmp_path: Path) -> None:
+async def test_one_miles_run_closes_each_engine_session_exactly_once_and_ends_its_zygotes(
+        session_count: SessionCount, qwen3_tokenizer: Path, tmp_path: Path, monkeypatch) -> None:
     """Miles' call order (`BaseRolloutFn`, #1845): construct, `load(start_rollout_id - 1)`, train
     calls, an eval against a snapshot's own router (a second engine session), `save`, then the
     rollout function's `aclose()`."""
     from adapter.miles.abi import abi_types
     from adapter.miles.binding import VerifiersRolloutFn
 
+    monkeypatch.setattr(prefork, "_HOLDS", [0])  # no environment an earlier test loaded holds the pool
     constructor, train_input, _, _, _ = abi_types()
     policy = TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "7")
     engine, snapshot = ScriptedEngine(default=policy), ScriptedEngine(default=policy)
@@ -114,10 +119,13 @@ async def test_one_miles_run_closes_each_engine_session_exactly_once(session_cou
         snapshot_state = SimpleNamespace(args=router(snapshot_url))
         await asyncio.create_task(fn(SimpleNamespace(evaluation=True, rollout_id=1, generate_state=snapshot_state)))
         fn.save(1)
+        forked = harness_runtime(prefork.chosen())[0] == "prefork"  # a release the matrix proves
+        assert bool(prefork.process_pool().zygote_pids()) is forked, "the episodes ran pre-forked"
         await fn.aclose()
         await fn.aclose()  # Miles' exit path may close again: nothing happens
     assert engine.generate_requests() and snapshot.generate_requests()
     assert len(session_count.sessions) == 2 and session_count.per_session() == [1, 1]
+    assert prefork.process_pool().zygote_pids() == [], "the rollout function's close ended its zygotes"
     with pytest.raises(RolloutFunctionClosedError):
         await fn(train_input(rollout_id=2))
 

@@ -276,7 +276,10 @@ class GenerationA:
 
         self.env = vf.Environment(vf.EnvConfig.model_validate(with_pinned_harness_cache(config_data)))
         self._held_programs = ready_harness_program(self.env.harness)
-        use_harness_runtime(harness_runtime(prefork.chosen())[0])
+        self._prefork = harness_runtime(prefork.chosen())[0] == "prefork"
+        use_harness_runtime("prefork" if self._prefork else "subprocess")
+        if self._prefork:
+            prefork.acquire()
         self.tasks = list(self.env.taskset.load())
         self.has_group_reward = any(discover_decorated(task, "group_reward") for task in self.tasks)
 
@@ -290,10 +293,15 @@ class GenerationA:
 
     def release(self) -> None:
         """Put back what loading changed for the whole process: the harness program held to the
-        host's versions (`adapter.episodes.harness_pins`)."""
+        host's versions (`adapter.episodes.harness_pins`); the zygotes and the runtime plug, once
+        no other loaded environment runs pre-forked (`prefork.release`)."""
         held, self._held_programs = self._held_programs, []
         for harness_cls in held:
             release(harness_cls)
+        if self._prefork:
+            self._prefork = False
+            if prefork.release():
+                use_harness_runtime("subprocess")
 
     @staticmethod
     @contextlib.asynccontextmanager

@@ -151,7 +151,10 @@ class GenerationB:
 
         self._config_data = dict(config_data)
         self._held_programs: list[type] = []  # harness classes whose program loading held (`release`)
+        self._prefork = harness_runtime(prefork.chosen())[0] == "prefork"
         self.env = _load_env(self._config_data, self._held_programs)
+        if self._prefork:
+            prefork.acquire()
         self.tasks = list(self.env.taskset)
         self.in_episode_n = getattr(self.env.config, "n", None)
         overrides_finalize = type(self.env).finalize is not vf.Env.finalize
@@ -185,10 +188,15 @@ class GenerationB:
 
     def release(self) -> None:
         """Put back what loading changed for the whole process: the harness programs held to the
-        host's versions (`adapter.episodes.harness_pins`)."""
+        host's versions (`adapter.episodes.harness_pins`); the zygotes and the runtime plug, once
+        no other loaded environment runs pre-forked (`prefork.release`)."""
         held, self._held_programs = self._held_programs, []
         for harness_cls in held:
             release(harness_cls)
+        if self._prefork:
+            self._prefork = False
+            if prefork.release():
+                use_harness_runtime(None, "subprocess")
 
     @contextlib.asynccontextmanager
     async def _serve_sized(self, n: int) -> AsyncIterator[None]:

@@ -17,6 +17,10 @@ TEST_MARK = "VF_SGLANG_TEST_MARK"
 # How long what a process left may take to end after it exited (the reaper's sweep takes a few
 # hundred ms; a harness program left behind lives on until something kills it)
 SETTLE_S = 5.0
+# An interrupted run's exit after a signal it handles: about 1–3 s on an idle machine; the bound
+# leaves room for a machine loaded by other work (the tool servers' teardown waits on processes
+# that are slow to end when the cores are busy).
+EXIT_BOUND_S = 30
 
 
 def marked(mark: str) -> list[int]:

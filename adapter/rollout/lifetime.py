@@ -7,17 +7,19 @@
     await lifetime.hold(key, open_context)   `open_context()` entered once per key (None: nothing
                                              to enter) and held open across calls by one task
                                              (`adapter.rollout.held`); returns what it yielded
-    lifetime.on_close(undo)                  a synchronous undo run at close (a process-wide patch
-                                             the run's environment made: `EpisodeBackend.release`)
+    lifetime.on_close(undo)                  a synchronous undo run at close (what loading the run's
+                                             environment changed for the process, its zygotes)
+    @a_call                                  a train or eval method of an object with a
+                                             `lifetime`: in flight, `aclose()` cancels it first
     await lifetime.aclose()                  close everything, once
     close_all()                              interpreter exit: the adapter's one `atexit`
 
 What it holds, in the order it closes them (last opened first): the bridge clients and their
 served ports, the env's sized servings, the env's serving (all `hold`), then every engine
-session, then the undos. The CLI (`vf-sglang rollout`, `demo`, `check`), the Miles class ABI
-and the legacy ABI (through the class) reach it the same way: build it around the run's
-engine session, hand it to `adapter.rollout.job.prepare_orchestrator`, close it when the run
-ends (`async with`, or `aclose()` when Miles' run ends).
+session, then the undos (last registered first). The CLI (`vf-sglang rollout`, `demo`,
+`check`), the Miles class ABI and the legacy ABI (through the class) reach it the same way:
+build it around the run's engine session, hand it to `adapter.rollout.job.prepare_orchestrator`,
+close it when the run ends (`async with`, or `aclose()` when Miles' run ends).
 
 States (`state`):
 
@@ -32,8 +34,10 @@ States (`state`):
      └─ aclose() ───────────────────────────────────────────────────────────────────────┴─▶ closed
     closed: hold() and engine → RolloutFunctionClosedError; aclose() does nothing.
 
-Zygotes are the process' (`adapter.episodes.prefork.process_pool`: they die with it; a command
-ends them as its last step), not one rollout function's.
+The undos are the loaded environment's (`EpisodeBackend.release`, registered by
+`adapter.rollout.job.prepare_orchestrator`): the harness programs it held to the host's versions
+and, once no other loaded environment runs pre-forked, the zygotes and the runtime plug
+(`adapter.episodes.prefork.release`).
 """
 
 from __future__ import annotations
@@ -41,11 +45,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from adapter.engine.session import EngineSession
 from adapter.errors import RolloutFunctionClosedError
@@ -54,6 +59,8 @@ from adapter.rollout.held import HeldContexts
 logger = logging.getLogger(__name__)
 
 State = Literal["new", "open", "closed"]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # Every lifetime not yet garbage-collected: `close_all()` closes those still open at exit.
 _LIVE: weakref.WeakSet[RunLifetime] = weakref.WeakSet()
@@ -68,6 +75,8 @@ class RunLifetime:
         self._held = HeldContexts(name)
         self._values: dict[Hashable, Any] = {}  # what each key's context yielded, on the open loop
         self._undos: list[Callable[[], None]] = []
+        self._calls: set[asyncio.Task[Any]] = set()  # train/eval calls in flight (`a_call`)
+        self._opened = False  # held something on some loop (a later loop reopens the sessions)
         self._closed = False
         _LIVE.add(self)
 
@@ -117,6 +126,7 @@ class RunLifetime:
         if self._closed:
             return
         self._closed = True
+        await self._end_calls()
         try:
             await self._held.aclose()
         finally:
@@ -127,6 +137,26 @@ class RunLifetime:
                 undos, self._undos = self._undos, []
                 for undo in reversed(undos):
                     undo()
+
+    async def _end_calls(self) -> None:
+        """Cancel the calls still in flight on this loop and wait for them: their episodes end and
+        the engine drops their requests (the orchestrator's own cancellation) before what they use
+        closes (an interpreter exit mid-call, a Ctrl-C in Miles' driver)."""
+        running, current = asyncio.get_running_loop(), asyncio.current_task()
+        calls = [task for task in self._calls if task is not current and task.get_loop() is running]
+        for task in calls:
+            task.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+
+    @contextlib.contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        try:
+            yield
+        finally:
+            self._calls.discard(task)
 
     async def __aenter__(self) -> RunLifetime:
         return self
@@ -147,12 +177,12 @@ class RunLifetime:
             raise RolloutFunctionClosedError(
                 "the rollout function is called on a second event loop while the loop holding its bridge and the "
                 "env's serving still runs in another thread: call it on that loop, or aclose() it there first")
-        if self._values:
+        if self._opened:
             logger.warning("the rollout function is called on a new event loop: its engine sessions, bridge and the "
                            "env's serving are opened again there (close it with aclose() on the loop that used it)")
             self._engine = self._engine.reopened()
             self._others = {url: session.reopened() for url, session in self._others.items()}
-        self._values = {}
+        self._values, self._opened = {}, True
         await self._held.enter(self._engines_closed_last())
 
     @contextlib.asynccontextmanager
@@ -168,6 +198,19 @@ class RunLifetime:
         for session in [self._engine, *self._others.values()]:
             if not session.closed:
                 await session.aclose()
+
+
+def a_call(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Mark an async method of an object with a `lifetime` as one train or eval call: while it
+    runs, its lifetime's `aclose()` cancels it before closing what it uses."""
+
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        lifetime: RunLifetime = args[0].lifetime  # type: ignore[attr-defined]
+        with lifetime._in_flight():
+            return await method(*args, **kwargs)
+
+    return call
 
 
 def close_all(timeout: float = 30.0) -> None:

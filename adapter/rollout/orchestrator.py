@@ -40,7 +40,7 @@ from adapter.engine.session import EngineSession
 from adapter.episodes.generations import EpisodeBackend
 from adapter.errors import ConfigurationError, EpisodeError, RolloutStalledError, TrainerSampleError
 from adapter.rollout.hooks import RolloutHooks, score
-from adapter.rollout.lifetime import RunLifetime
+from adapter.rollout.lifetime import RunLifetime, a_call
 from adapter.rollout.run_state import RunProgress, Seeding
 from adapter.samples.conversion import (
     GroupOutcome,
@@ -162,6 +162,7 @@ class Orchestrator:
                 return GroupOutcome(outcome.samples, FILTERED, reason or "")
         return outcome
 
+    @a_call
     async def train(self, rollout_id: int, *, weight_version: int | None = None) -> TrainOutput:
         """`rollout_batch_size` kept groups. `weight_version` (Miles' train input) is only
         logged: each sample records the engine's own versions per turn (`weight_versions`)."""
@@ -231,6 +232,7 @@ class Orchestrator:
             return GroupOutcome([], exc.reason, str(exc))
         return await self._judge(traces, call)
 
+    @a_call
     async def evaluate(self, *, engine_url: str | Callable[[], str] | None = None) -> EvalOutput:
         """The whole taskset, n per eval prompt, `eval_*` overrides; lists aligned per trace.
         `rewards` hold the number the eval reward key (else the reward key) picks, else the

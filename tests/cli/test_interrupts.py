@@ -12,12 +12,8 @@ import sys
 import pytest
 
 from benchmarks.stub import running
-from tests.leftovers import interrupt
+from tests.leftovers import EXIT_BOUND_S, interrupt
 from tests.miles.test_episodes import ENVS
-
-# About 1–3 s on an idle machine; the bound leaves room for a machine loaded by other work (the
-# tool servers' teardown waits on processes that are slow to end when the cores are busy).
-EXIT_BOUND_S = 30
 
 
 @pytest.fixture(scope="module")

@@ -205,3 +205,23 @@ async def test_a_closed_engine_session_is_never_handed_out(session_count) -> Non
     await lifetime.aclose()
     with pytest.raises(EngineSessionClosedError):
         session.client  # noqa: B018
+
+
+async def test_closing_cancels_a_call_in_flight_before_closing_what_it_uses(sglang_mock) -> None:
+    """Interpreter exit mid-call (a Ctrl-C in Miles' driver): the call's episodes are cancelled and
+    the engine told to drop their requests before the bridge and the env's serving close."""
+    from adapter.config.settings import Settings
+    from adapter.rollout.orchestrator import Orchestrator
+    from tests.fakes import FakeBackend
+
+    backend = FakeBackend(["hang"] * 4)
+    orchestrator = Orchestrator(settings=Settings(rollout_batch_size=1, n_samples_per_prompt=2), backend=backend,
+                                lifetime=RunLifetime(EngineSession(sglang_mock.url)), model="m", env_id="e")
+    call = asyncio.create_task(orchestrator.train(rollout_id=0))
+    async with asyncio.timeout(10):
+        while not backend.calls:
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(orchestrator.lifetime.aclose(), timeout=10)
+    assert call.cancelled()
+    assert [r.body for r in sglang_mock.requests if r.path == "/abort_request"] == [{"abort_all": True}]
+    assert backend.clients and all(client.closed for client in backend.clients)

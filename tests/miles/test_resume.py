@@ -7,8 +7,10 @@ the file. The same start-up order through the class ABI, on real episodes: test_
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from argparse import Namespace
@@ -25,6 +27,7 @@ from adapter.rollout.orchestrator import Orchestrator
 from conformance.engine import ScriptedEngine
 from conformance.mocking import mock_host
 from tests.fakes import FakeBackend
+from tests.miles import resume_run
 from tests.miles.resume_run import SETTINGS, TASKS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,15 +42,15 @@ def _process(directory: Path, first: int, last: int, load: int | None = None) ->
 
 
 def test_a_resumed_run_draws_exactly_the_tasks_and_seeds_of_an_uninterrupted_run(tmp_path) -> None:
-    straight = _process(tmp_path / "straight", 0, 3)
-    _process(tmp_path / "resumed", 0, 1)  # checkpoints after rollouts 0 and 1, then the process ends
-    resumed = _process(tmp_path / "resumed", 2, 3, load=1)  # a new process: Miles' load(1)
+    straight = asyncio.run(resume_run.run(str(tmp_path / "straight"), 0, 3, None))  # saves after every step
+    shutil.copytree(tmp_path / "straight", tmp_path / "resumed")  # the state after rollout 1 is Miles' load(1)
+    resumed = _process(tmp_path / "resumed", 2, 3, load=1)  # a new process: nothing but the files carries over
     assert [step["draws"] for step in resumed] == [step["draws"] for step in straight[2:]]
     assert [step["groups"] for step in resumed] == [step["groups"] for step in straight[2:]]
     # the proof has teeth: drops and over-sampling pushed the cursor past rollout_id × batch
     assert sum(step["drops"] for step in straight[:2]) > 0
     assert sum(len(step["draws"]) for step in straight[:2]) > 2 * SETTINGS["rollout_batch_size"]
-    fresh = _process(tmp_path / "fresh", 2, 3)  # what resuming without the state would draw
+    fresh = asyncio.run(resume_run.run(str(tmp_path / "fresh"), 2, 3, None))  # what resuming without the state draws
     assert fresh[0]["draws"] != straight[2]["draws"]
 
 

@@ -44,6 +44,9 @@ LANES: dict[str, Lane] = {
         "renderers 0.1.10 and real episodes of the bundled tasksets on a scripted engine (the README's test command)",
         "a rollout function over 20 Miles train calls (generation A): one engine pool, one bridge client, flat RSS, "
         "file descriptors, threads and child processes",
+        "one owner of a rollout function's lifetime: each engine session closed exactly once in one vf-sglang "
+        "rollout and over one Miles run (counted), its zygotes ended with it; a closed rollout function stays "
+        "closed, a second loop is refused while the first runs, a call in flight is cancelled before the close",
         "Miles' start-up order through the class ABI on real episodes: load(-1) is a fresh start, a resume from "
         "--load is exact, --load without the adapter's state starts with a warning, a corrupt state is a typed error",
         "the pre-forked harness runtime (generation A, the default): a program sees and reports what Verifiers' "
@@ -51,7 +54,7 @@ LANES: dict[str, Lane] = {
         "a hang killed with its group, nothing left behind, a dead zygote restarted, 200 runs flat",
         "an interrupted run leaves no process behind under either harness runtime: vf-sglang rollout ended by "
         "SIGTERM or Ctrl-C exits within seconds (its episodes cancelled), by SIGKILL its reaper ends what it left; a "
-        "Miles process (class and legacy ABIs) ended mid-call likewise",
+        "Miles process (class and legacy ABIs) ended mid-call by SIGTERM or SIGINT likewise",
         "the GPU plans' steps as data (snapshots); their CPU-testable steps twice on one run dir (uv's bytecode "
         "compile left out there: the plan's --compile-bytecode is locked by its snapshot)",
     ), PYTHON + PINS + ("adapter/*",),
@@ -95,6 +98,8 @@ LANES: dict[str, Lane] = {
         "with its tool server forked too, group-v1)",
         "contract-vf040: a rollout function over 20 Miles train calls on generation B: one engine pool, one served "
         "bridge, flat RSS, file descriptors, threads and child processes",
+        "each generation-B cell: a group-reward env asked for another n over 3 Miles calls is served and closed by "
+        "the lifetime's holder task (no cross-task exit), leaving no server, thread or process and flat fds",
     ), ("adapter/*", "conformance/*", "tests/contract/*", "fixtures/*", *PINS),
         summary='the contract suite and one real episode group inside each supported verifiers/renderers pair',
         harness='`requirements-contract.txt`, `pins/`'),

@@ -50,8 +50,8 @@ LANES: dict[str, Lane] = {
         "Miles' start-up order through the class ABI on real episodes: load(-1) is a fresh start, a resume from "
         "--load is exact, --load without the adapter's state starts with a warning, a corrupt state is a typed error",
         "the pre-forked harness runtime (generation A, the default): a program sees and reports what Verifiers' "
-        "subprocess runtime gives it; identical samples under both runtimes (arith-v1, echo-tool-v1, group-v1); "
-        "a hang killed with its group, nothing left behind, a dead zygote restarted, 200 runs flat",
+        "subprocess runtime gives it; a hang killed with its group, nothing left behind, a dead zygote restarted, "
+        "200 runs flat (identical samples under both runtimes: the matrix, contract-vf020 holding this lane's pair)",
         "an interrupted run leaves no process behind under either harness runtime: vf-sglang rollout ended by "
         "SIGTERM or Ctrl-C exits within seconds (its episodes cancelled), by SIGKILL its reaper ends what it left; a "
         "Miles process (class and legacy ABIs) ended mid-call by SIGTERM or SIGINT likewise",

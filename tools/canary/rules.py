@@ -4,6 +4,7 @@ and `python -m tools.canary bump` reads it."""
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -76,19 +77,33 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+@functools.lru_cache(maxsize=8)
+def _lock_versions(lock: Path, stamp: tuple[int, int]) -> dict[str, str]:
+    """Each package's (first) version in a uv.lock, parsed once per file content (`stamp`: its
+    mtime and size): a report asks for dozens, and the lock is 10,000 lines of TOML."""
+    versions: dict[str, str] = {}
+    for entry in tomllib.loads(lock.read_text())["package"]:
+        versions.setdefault(entry["name"], entry["version"])
+    return versions
+
+
+def lock_version(package: str, repo: Path = REPO) -> str:
+    """The package's version in the repo's uv.lock, or "—"."""
+    lock = repo / "uv.lock"
+    stat = lock.stat()
+    return _lock_versions(lock, (stat.st_mtime_ns, stat.st_size)).get(package, "—")
+
+
 def current_pin(package: str, repo: Path = REPO) -> str:
     """The version the lanes run today, read where the pin lives (never restated here); a package
     with no rule, its version in uv.lock."""
     rule = BY_NAME.get(package)
     if rule is None:
-        lock = tomllib.loads((repo / "uv.lock").read_text())
-        return next((p["version"] for p in lock["package"] if p["name"] == package), "—")
+        return lock_version(package, repo)
     if rule.pinned == "tox":
         found = re.search(rf"\b{re.escape(package)}==([0-9][^\s\"']*)", (repo / "tox.ini").read_text())
     elif rule.pinned == "sglang-cpu":
         found = re.search(r"VF_SGLANG_CPU_VERSION\s*=\s*([0-9.]+)", (repo / "tox.ini").read_text())
     else:
-        lock = tomllib.loads((repo / "uv.lock").read_text())
-        versions = [p["version"] for p in lock["package"] if p["name"] == package]
-        return versions[0] if versions else "—"
+        return lock_version(package, repo)
     return found.group(1) if found else "—"

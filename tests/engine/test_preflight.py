@@ -162,7 +162,11 @@ def test_vocabulary_agreement_when_the_engine_reports_it() -> None:
         check_vocab({"model_path": "m", "vocab_size": 1000}, 151_669, tokenizer="t")
 
 
-async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(qwen3_tokenizer, tmp_path) -> None:
+async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(qwen3_tokenizer, capsys,
+                                                                                 monkeypatch) -> None:
+    from adapter.cli.entry import main
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the CLI adds its env sources; restored afterwards
     calls: list[str] = []
 
     async def info(request):
@@ -175,8 +179,9 @@ async def test_a_rollout_against_a_smaller_vocabulary_stops_before_any_episode(q
     app = Starlette(routes=[Route("/model_info", info),
                             Route("/{path:path}", anything_else, methods=["GET", "POST"])])
     async with served(app) as url:
-        code, err, _ = await run_cli(["rollout", "--sglang-url", url, "--config", ARITH, "--model", "Qwen/Qwen3-0.6B",
-                                      "--tokenizer", str(qwen3_tokenizer)], no_hub_env(tmp_path))
+        code = await asyncio.to_thread(main, ["rollout", "--sglang-url", url, "--config", ARITH, "--model",
+                                              "Qwen/Qwen3-0.6B", "--tokenizer", str(qwen3_tokenizer)])
+    err = capsys.readouterr().err
     assert code == 2 and "vocabulary of 1000" in err and "--tokenizer" in err
     # refused before the first episode: nothing asked but the engine's facts, each once (the
     # worker listings, then the server info; the model info was answered above)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as metadata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapter.episodes import bundled, prefork, reaper
+from adapter.episodes import bundled, harness_pins, prefork, reaper
 from adapter.errors import EnvConfigError, UnsupportedFeatureError
 from adapter.versions.gate import PREFORK_PROVEN, Generation, require_supported
 
@@ -135,6 +135,16 @@ def unsupported_feature(detail: str, *, origin: str | None = None) -> Unsupporte
         f"the episode asked for something Verifiers' TrainClient or Renderers does not implement{where}: "
         f"NotImplementedError: {what}. Every episode would fail alike, so the run stops: use a taskset, "
         "harness or renderer that does not need it")
+
+
+def release_process_holds(held_programs: list[type], forked: bool, unplug: Callable[[], None]) -> None:
+    """What a loaded environment's `release()` undoes for the whole process: each harness program it
+    held (`harness_pins.release`), then its hold of the zygote pool; the last hold ends the zygotes
+    and `unplug` takes its generation's runtime plug out (`prefork.release`)."""
+    for harness_cls in held_programs:
+        harness_pins.release(harness_cls)
+    if forked and prefork.release():
+        unplug()
 
 
 def harness_runtime(asked: str, verifiers: str | None = None) -> tuple[str, str]:

@@ -42,8 +42,8 @@ from typing import Any
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.episodes import prefork
-from adapter.episodes.generations import harness_runtime, unsupported_feature
-from adapter.episodes.harness_pins import hold, release
+from adapter.episodes.generations import harness_runtime, release_process_holds, unsupported_feature
+from adapter.episodes.harness_pins import hold
 from adapter.episodes.harness_uv import prepared_env
 from adapter.episodes.identity import renderer_identity
 from adapter.episodes.tokenizer_imports import import_tokenizer_classes
@@ -190,13 +190,8 @@ class GenerationB:
         """Put back what loading changed for the whole process: the harness programs held to the
         host's versions (`adapter.episodes.harness_pins`); the zygotes and the runtime plug, once
         no other loaded environment runs pre-forked (`prefork.release`)."""
-        held, self._held_programs = self._held_programs, []
-        for harness_cls in held:
-            release(harness_cls)
-        if self._prefork:
-            self._prefork = False
-            if prefork.release():
-                use_harness_runtime(None, "subprocess")
+        held, forked, self._held_programs, self._prefork = self._held_programs, self._prefork, [], False
+        release_process_holds(held, forked, lambda: use_harness_runtime(None, "subprocess"))
 
     @contextlib.asynccontextmanager
     async def _serve_sized(self, n: int) -> AsyncIterator[None]:

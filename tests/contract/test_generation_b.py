@@ -166,6 +166,7 @@ async def test_a_group_reward_env_asked_for_another_n_is_served_and_closed_by_th
     checks that nothing grows between calls)."""
     import asyncio
 
+    from adapter.episodes import reaper
     from adapter.episodes.generations import b
     from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
     from adapter.miles.binding import VerifiersRolloutFn
@@ -197,6 +198,7 @@ async def test_a_group_reward_env_asked_for_another_n_is_served_and_closed_by_th
     engine = ScriptedEngine(default=TextPolicy(tokenizer, word_reply))
     async with served(asgi_app(engine)) as url:
         engine.url = url
+        reaper.ensure()  # the process' one reaper (started at the first env load) is no call's leftover
         before = resources()
         args = miles_args(qwen3_tokenizer, engine, "group-v1", rollout_batch_size=1, n_samples_per_prompt=3,
                           reward_key="shortest", verifiers_config=str(env_config("group-v1")))

@@ -17,7 +17,7 @@ episodes a group), alternating configurations. The CPU of a run is user + sys of
 whole process tree (every harness, tool server and the engine, reaped by it). The marginal
 episode CPU is (CPU at 5 groups − CPU at 1 group) / 16: start-up and the engine's load cancel.
 
-    uv run python -m benchmarks.harness --runtimes --write    # Verifiers' subprocess runtime vs prefork
+    uv run python -m benchmarks.harness --runtimes --write    # Verifiers' subprocess runtime vs prefork (~25 min)
 
 The harness runtimes side by side, in one run (section `harness-runtime`): `vf-sglang rollout` of
 arith-v1 (one model turn) and echo-tool-v1 (a tool server per rollout) against the instant stub
@@ -25,7 +25,9 @@ engine (`benchmarks.stub`: no model), with `--harness-runtime subprocess` and `p
 11 groups of 4 after one warm-up run each (the harness uv cache; the zygotes' learned imports).
 Reported: CPU-s per episode of the whole process tree at the margin (the CLI's reaped tree: every
 harness program, tool server, zygote and probe; the stub is outside it), episodes per second at
-the margin, and the program start latency (p50, p99 over 60 runs, 4 at a time: from the runtime's
+the margin; then a whole run of 64 groups (256 episodes: one Miles rollout step of 32 prompts ×
+8 samples, `--step-groups`) per taskset and runtime, start-up included, its episodes per second
+by the clock; and the program start latency (p50, p99 over 60 runs, 4 at a time: from the runtime's
 `run` to the first line after the null harness program's imports, `openai` and `mcp`, through
 generation A's runtime classes).
 """
@@ -105,6 +107,7 @@ def run(*, tiny: bool) -> list[str]:
 RUNTIMES = ("subprocess", "prefork")
 TASKSETS = ("arith-v1", "echo-tool-v1")
 SIZES = (1, 11)  # groups of N: the margin is 40 episodes (8 moved the per-episode figure by tens of percent)
+STEP_GROUPS = 64  # a whole run of 256 episodes: one Miles rollout step of 32 prompts × 8 samples
 LATENCY_RUNS, LATENCY_CONCURRENCY = 60, 4
 # What the null harness program imports before its first line of work (its PEP 723 deps).
 START_PROBE = ("import argparse, asyncio, json, os, time\nfrom openai import AsyncOpenAI\nimport mcp\n"
@@ -176,7 +179,7 @@ def start_latencies(root: Path) -> dict[str, list[float]]:
         prefork.close_process_pool()
 
 
-def run_runtimes() -> list[str]:
+def run_runtimes(step_groups: int = STEP_GROUPS) -> list[str]:
     from adapter.reference.assets import install_qwen3_tokenizer
     from benchmarks.common import percentile
     from benchmarks.stub import running
@@ -190,7 +193,8 @@ def run_runtimes() -> list[str]:
                 for taskset in TASKSETS:
                     rollout(runtime, taskset, 1, url, tokenizer, root / "warm.jsonl")
             runs = [rollout(runtime, taskset, groups, url, tokenizer, root / "out.jsonl")
-                    for taskset in TASKSETS for groups in SIZES for runtime in RUNTIMES]
+                    for taskset in TASKSETS for groups in (*SIZES, step_groups)[:3 if step_groups else 2]
+                    for runtime in RUNTIMES]
         latency = start_latencies(root)
     by = {(r.runtime, r.taskset, r.groups): r for r in runs}
     small, large = SIZES
@@ -219,6 +223,19 @@ def run_runtimes() -> list[str]:
                     f"{per[taskset, 'prefork'][2] / per[taskset, 'subprocess'][2]:.1f}× at the margin by the clock, "
                     f"{per[taskset, 'prefork'][3] / per[taskset, 'subprocess'][3]:.1f}× CPU-bound at the margin."
                     for taskset in TASKSETS]]
+    if step_groups:
+        lines += ["", f"A whole run of {step_groups * N} episodes ({step_groups} groups of {N}: one Miles rollout step "
+                  "of 32 prompts × 8 samples), start-up included, by the clock:", "",
+                  "| taskset | runtime | wall (s) | episodes/s |", "|---|---|---|---|"]
+        for taskset in TASKSETS:
+            for runtime in RUNTIMES:
+                run = by[runtime, taskset, step_groups]
+                lines.append(f"| {taskset} | {runtime} | {run.wall_s:.1f} | {step_groups * N / run.wall_s:.2f} |")
+        lines.append("")
+        for taskset in TASKSETS:
+            ratio = by["subprocess", taskset, step_groups].wall_s / by["prefork", taskset, step_groups].wall_s
+            lines.append(f"{taskset}: **{ratio:.1f}× the episodes per second** on the whole "
+                         f"{step_groups * N}-episode run.")
     lines += ["", f"Program start latency ({LATENCY_RUNS} runs, {LATENCY_CONCURRENCY} at a time; to the first line "
               "after `openai` and `mcp` are imported):", "", "| runtime | p50 (s) | p99 (s) |", "|---|---|---|"]
     lines += [f"| {runtime} | {percentile(latency[runtime], 0.5):.3f} | {percentile(latency[runtime], 0.99):.3f} |"
@@ -231,10 +248,12 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--tiny", action="store_true", help="1 and 2 groups (a test's size)")
     parser.add_argument("--runtimes", action="store_true", help="the harness runtimes side by side instead")
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument("--step-groups", type=int, default=STEP_GROUPS,
+                        help=f"with --runtimes: groups of the whole run measured too (default {STEP_GROUPS}; 0: none)")
     args = parser.parse_args(argv)
     if args.runtimes:
         return report("harness-runtime", "## Episodes that cost milliseconds: the harness runtimes "
-                      "(benchmarks/harness.py --runtimes)", run_runtimes(), write=args.write)
+                      "(benchmarks/harness.py --runtimes)", run_runtimes(args.step_groups), write=args.write)
     return report("harness", "## A real episode's CPU: the harness program's bytecode (benchmarks/harness.py)",
                   run(tiny=args.tiny), write=args.write)
 

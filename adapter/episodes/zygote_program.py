@@ -10,7 +10,10 @@ file (every module the script imports, wherever in the script), `module` a modul
 Imports that fail are skipped: the child then imports them itself, as a fresh interpreter would.
 It then learns from its children: each child reports, as it exits, the modules it imported that
 the zygote had not (a library's lazy imports: openai's resources and types, httpx's transport),
-and the zygote imports them before its next fork. What it learns it keeps in the file LEARNED
+and the zygote imports them before its next fork. Once QUIET_AFTER children in a row taught it
+nothing, only one child in SAMPLE_EVERY reports (listing a process' modules touches each one, and
+so copies pages of the zygote's memory: ~10 ms in a tool server's child); a report that teaches
+something makes every child report again. What it learns it keeps in the file LEARNED
 (one module a line, written whole, then renamed), and a zygote of the same interpreter and
 program imports that file's modules up front, so the next run starts warm. After each import its
 objects are frozen out of the garbage collector's reach (`gc.freeze`), so a child's collections
@@ -26,9 +29,9 @@ reports it; `cpu_s`: the child's CPU). It first sends `{"ready": true, "imported
 
 Each child: its own session (`setsid`, so `killpg(pid)` reaches it and whatever it starts), a
 parent-death signal (SIGKILL when the zygote dies), the episode's argv, environment and cwd,
-default signal handlers (SIGTERM's first writes the module report: `_Report`), then the target
-as `__main__`, then the interpreter's own exit steps
-(non-daemon threads joined, `atexit` handlers, streams flushed). Nothing but imported modules
+default signal handlers (a reporting child's SIGTERM first writes its module report: `_Report`),
+then the target as `__main__`, then the interpreter's own exit steps (non-daemon threads joined,
+`atexit` handlers, streams flushed). Nothing but imported modules
 carries over: every child is a fresh fork, never reused.
 
 The zygote ends when its parent does (a parent-death SIGTERM, set first thing, so even while it
@@ -62,6 +65,8 @@ HEADER = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
 MAX_FDS = 3
 REPORT_LIMIT = 60_000  # bytes of a child's module report: below a pipe's buffer, so its exit never blocks
+QUIET_AFTER = 8  # children in a row whose reports taught the zygote nothing, before it samples them
+SAMPLE_EVERY = 16  # then one child in this many reports
 
 
 def imported_names(source: str) -> list[str]:
@@ -155,8 +160,9 @@ class _Report:
         if self.fd < 0:
             return
         fd, self.fd = self.fd, -1
-        names = [name for name, module in list(sys.modules.items())
-                 if name not in self.known and name != "__main__" and getattr(module, "__spec__", None) is not None]
+        modules = sys.modules  # the names only, then the new modules: each object touched is a page copied
+        names = [name for name in [name for name in list(modules) if name not in self.known]
+                 if name != "__main__" and getattr(modules.get(name), "__spec__", None) is not None]
         try:
             os.write(fd, "\n".join(names).encode()[:REPORT_LIMIT])
         except OSError:
@@ -217,7 +223,8 @@ def run_child(kind: str, target: str, request: dict[str, Any], fds: list[int], z
     """In the forked child: become the episode's program, run it, report, exit. Never returns."""
     _become(request, fds, zygote_pid)
     reporter = _Report(known, report)
-    signal.signal(signal.SIGTERM, reporter.on_sigterm)
+    if report >= 0:
+        signal.signal(signal.SIGTERM, reporter.on_sigterm)
     code = 0
     try:
         if kind == "path":
@@ -277,12 +284,14 @@ class Zygote:
     def __init__(self, sock: socket.socket, kind: str, target: str, learned: str) -> None:
         self.sock, self.kind, self.target, self.learned = sock, kind, target, learned
         self.learned_names = read_learned(learned)
-        self.children = _LIVE_CHILDREN  # pid -> (request id, its module report's read end)
+        self.children = _LIVE_CHILDREN  # pid -> (request id, its module report's read end, or -1: none asked)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         self.selector = selectors.DefaultSelector()
         self.failed: set[str] = set()  # learned names that would not import here
+        self.quiet = 0  # reports in a row that taught nothing
+        self.forks = 0
         self.known = frozenset(sys.modules)
         gc.freeze()
 
@@ -290,6 +299,7 @@ class Zygote:
         """Import what a child imported and the zygote had not (module docstring)."""
         fresh = [name for name in report.decode(errors="replace").split("\n")
                  if name and name not in sys.modules and name not in self.failed]
+        self.quiet = 0 if fresh else self.quiet + 1
         if not fresh:
             return
         imported, skipped = import_all(fresh)
@@ -300,15 +310,22 @@ class Zygote:
             self.learned_names = list(dict.fromkeys([*self.learned_names, *imported]))
             write_learned(self.learned, self.learned_names)
 
+    def wants_report(self) -> bool:
+        """Whether the next child reports its modules (module docstring: every child while the
+        zygote learns, then one in SAMPLE_EVERY)."""
+        self.forks += 1
+        return self.quiet < QUIET_AFTER or self.forks % SAMPLE_EVERY == 0
+
     def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        report_r, report_w = os.pipe()
+        report_r, report_w = os.pipe() if self.wants_report() else (-1, -1)
         try:
             pid = os.fork()
         except OSError as exc:
             for fd in (*fds, report_r, report_w):
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
             send(self.sock, {"id": request["id"], "error": f"fork failed: {exc}"})
             return
         if pid == 0:
@@ -316,13 +333,16 @@ class Zygote:
                 self.sock.close()
                 self.selector.close()
                 for fd in (self.wake_r, self.wake_w, report_r, *(r for _, r in self.children.values())):
-                    os.close(fd)
+                    if fd >= 0:
+                        os.close(fd)
                 run_child(self.kind, self.target, request, fds, os.getppid(), known=self.known, report=report_w)
             finally:
                 os._exit(70)
         for fd in (*fds, report_w):
-            os.close(fd)
-        os.set_blocking(report_r, False)
+            if fd >= 0:
+                os.close(fd)
+        if report_r >= 0:
+            os.set_blocking(report_r, False)
         self.children[pid] = (request["id"], report_r)
         send(self.sock, {"id": request["id"], "pid": pid})
 
@@ -340,7 +360,8 @@ class Zygote:
             ident, report = entry
             send(self.sock, {"id": ident, "pid": pid, "status": os.waitstatus_to_exitcode(status),
                              "cpu_s": round(usage.ru_utime + usage.ru_stime, 4)})
-            self.learn(_read_report(report))
+            if report >= 0:
+                self.learn(_read_report(report))
 
     def kill_all(self) -> None:
         for pid in list(self.children):

@@ -6,7 +6,8 @@ harness program (`prepare_uv_script`'s `sh -c ... uv-script VENV PYTHON SCRIPT A
 compares what the program saw and what the runtime reported: argv, environment (API keys
 stripped), cwd, its own session, stdin, stdout, stderr, exit code. Then the cases only the warm
 runtime could get wrong: a hang killed with its group, a child left behind, a zygote that dies,
-a zygote that cannot start, 200 runs with flat memory and process count.
+a zygote that cannot start, 200 runs with flat memory and process count, and what a zygote
+learns from its children's lazy imports.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
 
-from adapter.episodes import prefork
+from adapter.episodes import prefork, zygote_program
 from adapter.episodes.generations import union_runtime
 from adapter.episodes.zygotes import ZygotePool
 from benchmarks.common import rss_mb
@@ -188,6 +189,46 @@ async def test_a_dead_zygote_is_started_again(pool, tmp_path) -> None:
     second = await _run(union_runtime.PreforkRuntime, _argv(script), {}, f"vf-z2-{os.getpid()}")
     assert first[0].stdout == second[0].stdout == "ok\n"
     assert pool.zygote_pids() and pool.zygote_pids() != [zygote]
+
+
+LAZY = textwrap.dedent('''
+    import importlib, sys
+    name = sys.argv[1]
+    print(name in sys.modules)  # imported before the program ran: by its zygote
+    importlib.import_module(name)  # a lazy import: the zygote cannot see it in the source
+''')
+
+
+async def test_a_module_children_import_lazily_is_imported_by_the_zygote_and_by_its_successors(
+        pool, tmp_path) -> None:
+    script = _script(tmp_path, LAZY)
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-lazy-{os.getpid()}")
+    await runtime.start()
+    try:
+        seen = [(await runtime.run(_argv(script, "colorsys"), {})).stdout for _ in range(2)]
+        assert seen == ["False\n", "True\n"]  # the first child's report taught its zygote
+        (zygote,) = pool.zygote_pids()
+        os.kill(zygote, signal.SIGKILL)
+        await asyncio.sleep(0.3)
+        successor = (await runtime.run(_argv(script, "colorsys"), {})).stdout
+        assert successor == "True\n" and pool.zygote_pids() != [zygote]  # it read what the first one learned
+    finally:
+        await runtime.stop()
+
+
+async def test_a_zygote_that_learns_nothing_more_asks_one_child_in_sixteen_and_still_learns(pool, tmp_path) -> None:
+    """Listing a child's modules copies pages of the zygote's memory, so a quiet zygote samples."""
+    assert (zygote_program.QUIET_AFTER, zygote_program.SAMPLE_EVERY) == (8, 16)
+    script = _script(tmp_path, LAZY)
+    runtime = union_runtime.PreforkRuntime(SubprocessConfig(), f"vf-quiet-{os.getpid()}")
+    await runtime.start()
+    try:
+        for _ in range(1 + 8):  # fork 1 teaches colorsys; forks 2-9 teach nothing: the zygote is quiet
+            await runtime.run(_argv(script, "colorsys"), {})
+        seen = [(await runtime.run(_argv(script, "wave"), {})).stdout for _ in range(9)]  # forks 10-18
+    finally:
+        await runtime.stop()
+    assert seen == ["False\n"] * 7 + ["True\n"] * 2  # fork 16 reported wave; forks 17 and 18 had it
 
 
 async def test_episodes_cancelled_while_their_zygote_starts_leave_it_working_for_the_next(

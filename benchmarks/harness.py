@@ -197,7 +197,7 @@ def run_runtimes(step_groups: int = STEP_GROUPS) -> list[str]:
                 for taskset in TASKSETS:
                     rollout(runtime, taskset, 1, url, tokenizer, root / "warm.jsonl")
             runs = [rollout(runtime, taskset, groups, url, tokenizer, root / "out.jsonl")
-                    for taskset in TASKSETS for groups in (*SIZES, step_groups)[:3 if step_groups else 2]
+                    for taskset in TASKSETS for groups in ((*SIZES, step_groups) if step_groups else SIZES)
                     for runtime in RUNTIMES]
         latency = start_latencies(root)
     by = {(r.runtime, r.taskset, r.groups): r for r in runs}

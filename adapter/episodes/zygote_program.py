@@ -12,7 +12,7 @@ It then learns from its children: each child reports, as it exits, the modules i
 the zygote had not (a library's lazy imports: openai's resources and types, httpx's transport),
 and the zygote imports them before its next fork. Once QUIET_AFTER children in a row taught it
 nothing, only one child in SAMPLE_EVERY reports (listing a process' modules touches each one, and
-so copies pages of the zygote's memory: ~10 ms in a tool server's child); a report that teaches
+so copies pages of the zygote's memory: ~6 ms in a tool server's child); a report that teaches
 something makes every child report again. What it learns it keeps in the file LEARNED
 (one module a line, written whole, then renamed), and a zygote of the same interpreter and
 program imports that file's modules up front, so the next run starts warm. After each import its
@@ -160,9 +160,9 @@ class _Report:
         if self.fd < 0:
             return
         fd, self.fd = self.fd, -1
-        modules = sys.modules  # the names only, then the new modules: each object touched is a page copied
-        names = [name for name in [name for name in list(modules) if name not in self.known]
-                 if name != "__main__" and getattr(modules.get(name), "__spec__", None) is not None]
+        new = [name for name in list(sys.modules) if name not in self.known]  # names first: each object touched
+        names = [name for name in new  # is a page copied from the zygote
+                 if name != "__main__" and getattr(sys.modules.get(name), "__spec__", None) is not None]
         try:
             os.write(fd, "\n".join(names).encode()[:REPORT_LIMIT])
         except OSError:
@@ -260,6 +260,13 @@ def _read_report(fd: int) -> bytes:
     return data
 
 
+def _close(*fds: int) -> None:
+    """Close each descriptor; -1 (a report not asked for) is none."""
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_learned(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -323,24 +330,18 @@ class Zygote:
         try:
             pid = os.fork()
         except OSError as exc:
-            for fd in (*fds, report_r, report_w):
-                if fd >= 0:
-                    os.close(fd)
+            _close(*fds, report_r, report_w)
             send(self.sock, {"id": request["id"], "error": f"fork failed: {exc}"})
             return
         if pid == 0:
             try:
                 self.sock.close()
                 self.selector.close()
-                for fd in (self.wake_r, self.wake_w, report_r, *(r for _, r in self.children.values())):
-                    if fd >= 0:
-                        os.close(fd)
+                _close(self.wake_r, self.wake_w, report_r, *(r for _, r in self.children.values()))
                 run_child(self.kind, self.target, request, fds, os.getppid(), known=self.known, report=report_w)
             finally:
                 os._exit(70)
-        for fd in (*fds, report_w):
-            if fd >= 0:
-                os.close(fd)
+        _close(*fds, report_w)
         if report_r >= 0:
             os.set_blocking(report_r, False)
         self.children[pid] = (request["id"], report_r)

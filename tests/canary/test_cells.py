@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapter.versions.gate import ALLOW_UNTESTED_ENV
-from tools.canary.cells import DEPENDENCIES, SchemaCell, contract_cells
+from tools.canary.cells import DEPENDENCIES, TEST_TOOLS, SchemaCell, contract_cells
 from tools.canary.junit import Outcome
 from tools.canary.report import Canary, render_section
 from tools.canary.runner import CellResult
@@ -51,7 +51,8 @@ def test_a_cell_past_the_gate_runs_with_the_opt_in_and_names_the_refusal() -> No
 
 def test_generation_a_cells_install_mcp_1_and_every_cell_takes_openai_and_transformers_unpinned() -> None:
     newest, _, generation_a, _ = contract_cells(TODAY)
-    assert newest.requirements == ("verifiers==0.4.0", "renderers==0.1.12", "openai", "transformers", *DEPENDENCIES)
+    assert newest.requirements == ("verifiers==0.4.0", "renderers==0.1.12", "openai", "transformers", *DEPENDENCIES,
+                                   *TEST_TOOLS)
     assert "mcp>=1.14.1,<2" in generation_a.requirements
     assert "httpx2" not in " ".join(newest.requirements + generation_a.requirements)
 
@@ -59,8 +60,16 @@ def test_generation_a_cells_install_mcp_1_and_every_cell_takes_openai_and_transf
 def test_the_0_3_cell_takes_openai_unbounded_and_the_newest_httpx2_below_the_known_break() -> None:
     cell = next(c for c in contract_cells(TODAY) if c.name == "generation-b-0.3")
     assert cell.requirements == ("verifiers==0.3.1", "renderers==0.1.12", "openai", "transformers", "httpx2<2.17",
-                                 *DEPENDENCIES)
+                                 *DEPENDENCIES, *TEST_TOOLS)
     assert cell.gating and cell.decision.supported
+
+
+def test_every_cell_installs_the_tests_own_tools_at_the_held_versions_and_the_report_says_so() -> None:
+    cells = contract_cells(TODAY, held=("hypothesis==6.170.29",))
+    assert all(c.requirements[-1] == "hypothesis==6.170.29" and "hypothesis" not in c.requirements for c in cells)
+    canary = Canary("2026-12-07", TODAY, [(c, CellResult(c.name, Outcome(25, 0, None), {})) for c in cells],
+                    (SchemaCell("0.5.23"), CellResult("sglang-0.5.23", Outcome(40, 0, None))))
+    assert "not the newest: `hypothesis==6.170.29`" in render_section(canary)
 
 
 def _canary(newest_outcome: Outcome, *, verifiers: str = "0.4.0", schema: Outcome | None = None) -> Canary:

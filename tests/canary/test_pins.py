@@ -13,7 +13,8 @@ from packaging.utils import canonicalize_name
 from adapter.versions.breaks import PACKAGES
 from adapter.versions.gate import decide
 from tests.versions.test_refusals import _contract_cells
-from tools.canary.pins import known_break_bounds, pinned, pins_file
+from tools.canary.cells import TEST_TOOLS
+from tools.canary.pins import held_test_tools, known_break_bounds, pinned, pins_file
 from tools.ci.lanes import MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,3 +65,23 @@ def test_the_canary_leaves_cells_to_the_matrix_only_in_a_run_that_runs_the_matri
     beside = sets_beside("e2e,canary,matrix")
     assert list(beside) == list(MATRIX)
     assert beside["contract-vf040"]["verifiers"] == "0.4.0" and beside["contract-vf031"]["verifiers"] == "0.3.1"
+
+
+def test_the_canary_holds_the_tests_own_tools_at_the_version_every_matrix_cell_pins() -> None:
+    """A canary cell whose other packages are a matrix cell's pins installs exactly that cell's set,
+    so the matrix cell judges it (`run_contract_cell(beside=...)`): true only where every pins file
+    agrees with the held version."""
+    held = dict(line.split("==", 1) for line in held_test_tools())
+    assert sorted(held) == sorted(TEST_TOOLS)
+    for cell in MATRIX:
+        pins = pinned(pins_file(cell).read_text())
+        assert {name: pins[name] for name in held} == held, f"{pins_file(cell).name}: python -m tools.canary pins"
+
+
+def test_a_tool_the_pins_disagree_on_is_held_at_the_newest_of_them(tmp_path, monkeypatch) -> None:
+    import tools.canary.pins as pins_module
+
+    for cell, version in (("old", "6.100.0"), ("new", "6.170.29"), ("other", "6.99.1")):
+        (tmp_path / f"{cell}.txt").write_text(f"# pins\nhypothesis=={version}\nhttpx==0.28.1\n")
+    monkeypatch.setattr(pins_module, "PINS_DIR", tmp_path)
+    assert held_test_tools(("old", "new", "other", "absent")) == ("hypothesis==6.170.29",)

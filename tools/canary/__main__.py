@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir).absolute()
     beside = pinning.sets_beside(os.environ.get(CI_LANES_ENV, ""))
     results = []
-    for cell in contract_cells(found):
+    for cell in contract_cells(found, held=pinning.held_test_tools()):
         if args.cell and cell.name not in args.cell:
             continue
         print(f"canary: cell {cell.name}: verifiers {cell.verifiers}, renderers {cell.renderers}: {cell.verdict}",

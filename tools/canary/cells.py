@@ -12,8 +12,10 @@ accepts any SGLang that answers its info paths.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from adapter.versions.breaks import bounds_for
@@ -36,8 +38,15 @@ PRERELEASE = {"verifiers-next": "verifiers", "renderers-next": "renderers"}
 # its pair allows) and the report lists each against its newest published release.
 RUNTIME_DEPENDENCIES = ("httpx", "httpx-aiohttp", "aiohttp", "pydantic", "starlette", "uvicorn", "uvloop", "httptools",
                         "orjson", "mcp", "rich", "packaging")
-CONFORMANCE_DEPENDENCIES = ("pytest", "pytest-asyncio", "respx", "syrupy", "hypothesis")
+CONFORMANCE_DEPENDENCIES = ("pytest", "pytest-asyncio", "respx", "syrupy")
 DEPENDENCIES = RUNTIME_DEPENDENCIES + CONFORMANCE_DEPENDENCIES
+# The project's own tests' tools: neither the wheel nor the conformance layer imports them, so a
+# release of one reaches no user. Every contract cell installs them at the matrix cells' pins
+# (`ContractCell.held`, from `tools.canary.pins.held_test_tools`): hypothesis publishes almost
+# daily, and its newest made every cell's set differ from every matrix cell's pins, so the canary
+# ran all its suites itself (130-200 s more on the CI run). They move with the pins
+# (`python -m tools.canary pins`), and the matrix proves them then.
+TEST_TOOLS = ("hypothesis",)
 NEXT = "next"
 UNPINNED = ("openai", "transformers")  # every contract cell takes the newest its pair allows
 GENERATION_A_EXTRA = ("mcp>=1.14.1,<2",)  # verifiers 0.2.x's tool servers need mcp 1.x (tox.ini's cells)
@@ -52,12 +61,18 @@ class ContractCell:
     opt_in: bool  # run with ALLOW_UNTESTED_ENV set
     runs: bool
     gating: bool  # a failure fails the lane
+    held: tuple[str, ...] = ()  # TEST_TOOLS at the matrix cells' pins (`name==version`); none: the newest
+
+    @property
+    def test_tools(self) -> tuple[str, ...]:
+        held = {canonicalize_name(Requirement(line).name) for line in self.held}
+        return (*self.held, *(name for name in TEST_TOOLS if name not in held))
 
     @property
     def requirements(self) -> tuple[str, ...]:
         extra = GENERATION_A_EXTRA if self.decision.generation == "A" else ()
         return (f"verifiers=={self.verifiers}", f"renderers=={self.renderers}", *UNPINNED, *extra,
-                *bounds_for(self.verifiers), *DEPENDENCIES)
+                *bounds_for(self.verifiers), *DEPENDENCIES, *self.test_tools)
 
     @property
     def env(self) -> dict[str, str]:
@@ -87,11 +102,12 @@ def contract_cell(name: str, verifiers: str, renderers: str) -> ContractCell:
     return ContractCell(name, verifiers, renderers, decision, opt_in=False, runs=False, gating=False)
 
 
-def contract_cells(newest: Mapping[str, str]) -> list[ContractCell]:
+def contract_cells(newest: Mapping[str, str], held: tuple[str, ...] = ()) -> list[ContractCell]:
     """The newest pair; the newest renderers under the newest known verifiers (when verifiers moved
     past it); the newest 0.3.x with the newest renderers (openai unbounded: the newest openai 3.x and
     httpx2 it takes, below a known break: `bounds_for`); generation A's newest accepted pair; `next`,
-    the newest pre-releases (reported, never gating). A pair already planned is not planned twice."""
+    the newest pre-releases (reported, never gating). A pair already planned is not planned twice.
+    `held`: TEST_TOOLS as every cell installs them (`name==version`)."""
     wanted = [("newest", newest["verifiers"], newest["renderers"]),
               (f"renderers-under-{NEWEST_KNOWN}", NEWEST_KNOWN, newest["renderers"]),
               ("generation-b-0.3", newest["verifiers-b03"], newest["renderers"]),
@@ -100,7 +116,7 @@ def contract_cells(newest: Mapping[str, str]) -> list[ContractCell]:
     cells: list[ContractCell] = []
     for name, verifiers, renderers in wanted:
         if all((c.verifiers, c.renderers) != (verifiers, renderers) for c in cells):
-            cells.append(contract_cell(name, verifiers, renderers))
+            cells.append(replace(contract_cell(name, verifiers, renderers), held=held))
     return cells
 
 

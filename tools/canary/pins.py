@@ -26,9 +26,11 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from adapter.versions.breaks import bounds_for
 from e2e.sglang_cpu.uvcmd import uv_env, uv_executable
+from tools.canary.cells import TEST_TOOLS
 from tools.ci.lanes import MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +94,19 @@ def sets_beside(lanes_in_run: str) -> dict[str, dict[str, str]]:
     if "matrix" not in lanes_in_run.split(","):
         return {}
     return {cell: pinned(pins_file(cell).read_text()) for cell in MATRIX if pins_file(cell).is_file()}
+
+
+def held_test_tools(cells: Sequence[str] = MATRIX) -> tuple[str, ...]:
+    """`name==version` of each of the canary's TEST_TOOLS, at the version the matrix cells' pins give
+    it (the newest of them, should they differ); a tool no pins file names is left out (the newest)."""
+    files = [pins_file(cell) for cell in cells if pins_file(cell).is_file()]
+    sets = [pinned(path.read_text()) for path in files]
+    held = []
+    for name in TEST_TOOLS:
+        versions = [pins[name] for pins in sets if name in pins]
+        if versions:
+            held.append(f"{name}=={max(versions, key=Version)}")
+    return tuple(held)
 
 
 def unpinned_direct(cell: str, text: str) -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from adapter.versions.breaks import bounds_for
 from adapter.wire.translate import SGLANG_CHECKED_VERSIONS
-from tools.canary.cells import DEPENDENCIES, NEXT, RUNTIME_DEPENDENCIES, ContractCell, SchemaCell
+from tools.canary.cells import DEPENDENCIES, NEXT, RUNTIME_DEPENDENCIES, TEST_TOOLS, ContractCell, SchemaCell
 from tools.canary.rules import current_pin
 from tools.canary.runner import CellResult
 from tools.ci.report import CANARY_NEXT
@@ -105,6 +105,14 @@ def dependency_rows(canary: Canary) -> list[str]:
     return rows
 
 
+def held_line(canary: Canary) -> str:
+    """The tests' own tools, held at the matrix cells' pins in every cell (`cells.TEST_TOOLS`)."""
+    held = next((cell.test_tools for cell, _ in canary.cells), TEST_TOOLS)
+    return (f"Held in every cell at the matrix cells' pins, not the newest: {', '.join(f'`{t}`' for t in held)} "
+            "(the project's own tests' tools: neither the wheel nor the conformance layer imports them; they move "
+            "with `python -m tools.canary pins`).")
+
+
 def next_verdict(canary: Canary) -> str:
     """One line on the `next` cell (the newest pre-releases): shown loudly, never failing the build."""
     found = [(cell, result) for cell, result in canary.cells if cell.name == NEXT]
@@ -155,7 +163,7 @@ def render_section(canary: Canary) -> str:
         "reported, run past the gate under the opt-in where one exists.", "",
         *package_rows(canary), "", *cell_rows(canary), "",
         "What the product and its test layer import, each at the newest its cell's pair allows:", "",
-        *dependency_rows(canary)]
+        *dependency_rows(canary), "", held_line(canary)]
     failures = canary.gating_failures()
     lines += ["", "Verdict: " + ("**the lane fails**: " + "; ".join(failures) if failures
                                  else "the newest releases pass every check that gates the build."),

@@ -107,7 +107,7 @@ LANES: dict[str, Lane] = {
         "the newest published verifiers, renderers, openai, transformers, sglang and smg judged (the newest 0.3.x "
         "too, with unbounded openai and the newest httpx2 below the gate's known break); a planted incompatible "
         "renderers must fail it; a cell whose newest set is exactly a matrix cell's pins is judged by that cell, "
-        "beside it in the same run",
+        "beside it in the same run (the tests' own tools, hypothesis, held at those pins in every cell)",
     ), ("tools/canary/*", "tests/canary/*", "adapter/versions/*", *PINS),
         summary='the newest published releases judged the day they appear',
         harness='none here: `tools/canary/` (resolution, cells, report, `bump`, the gate rules)'),

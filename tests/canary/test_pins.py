@@ -85,3 +85,4 @@ def test_a_tool_the_pins_disagree_on_is_held_at_the_newest_of_them(tmp_path, mon
         (tmp_path / f"{cell}.txt").write_text(f"# pins\nhypothesis=={version}\nhttpx==0.28.1\n")
     monkeypatch.setattr(pins_module, "PINS_DIR", tmp_path)
     assert held_test_tools(("old", "new", "other", "absent")) == ("hypothesis==6.170.29",)
+    assert held_test_tools(("absent",)) == ("hypothesis",), "no pins file names it: the newest"

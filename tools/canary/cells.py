@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from adapter.versions.breaks import bounds_for
@@ -61,12 +59,11 @@ class ContractCell:
     opt_in: bool  # run with ALLOW_UNTESTED_ENV set
     runs: bool
     gating: bool  # a failure fails the lane
-    held: tuple[str, ...] = ()  # TEST_TOOLS at the matrix cells' pins (`name==version`); none: the newest
+    held: tuple[str, ...] = ()  # TEST_TOOLS as `tools.canary.pins.held_test_tools` gives them; none: the newest
 
     @property
     def test_tools(self) -> tuple[str, ...]:
-        held = {canonicalize_name(Requirement(line).name) for line in self.held}
-        return (*self.held, *(name for name in TEST_TOOLS if name not in held))
+        return self.held or TEST_TOOLS
 
     @property
     def requirements(self) -> tuple[str, ...]:

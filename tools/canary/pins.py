@@ -97,15 +97,14 @@ def sets_beside(lanes_in_run: str) -> dict[str, dict[str, str]]:
 
 
 def held_test_tools(cells: Sequence[str] = MATRIX) -> tuple[str, ...]:
-    """`name==version` of each of the canary's TEST_TOOLS, at the version the matrix cells' pins give
-    it (the newest of them, should they differ); a tool no pins file names is left out (the newest)."""
-    files = [pins_file(cell) for cell in cells if pins_file(cell).is_file()]
-    sets = [pinned(path.read_text()) for path in files]
+    """Each of the canary's TEST_TOOLS as every canary cell installs it: `name==version` at the version
+    the matrix cells' pins give it (the newest of them, should they differ); its bare name (the
+    newest) where no pins file names it."""
+    sets = [pinned(pins_file(cell).read_text()) for cell in cells if pins_file(cell).is_file()]
     held = []
     for name in TEST_TOOLS:
         versions = [pins[name] for pins in sets if name in pins]
-        if versions:
-            held.append(f"{name}=={max(versions, key=Version)}")
+        held.append(f"{name}=={max(versions, key=Version)}" if versions else name)
     return tuple(held)
 
 

@@ -4,12 +4,15 @@ and every wire failure surfacing as the httpx error the client's retry rules exp
 from __future__ import annotations
 
 import asyncio
+import ssl
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from adapter.engine.transport import EngineTransport
+from adapter.engine.transport import EngineTransport, tls_context
 from benchmarks.stub import Stub
 from conformance.hostile import Behaviour, HostileEngine, reset, respond, silence
 
@@ -110,3 +113,65 @@ async def test_the_stub_counts_calls_per_prompt_until_reset(keepalive_engine) ->
         assert (await client.get(f"{url}/stats")).json()["per_prompt"] == [3, 1, 1, 1]
         await client.post(f"{url}/reset")
         assert (await client.get(f"{url}/stats")).json()["per_prompt"] == []
+
+
+@pytest.fixture
+def fresh_tls_context():
+    """The process' shared context forgotten before the test and after it (the test may build it
+    under its own environment)."""
+    tls_context.cache_clear()
+    yield
+    tls_context.cache_clear()
+
+
+def test_every_engine_transport_shares_one_verified_tls_context(monkeypatch, fresh_tls_context) -> None:
+    built: list[ssl.SSLContext] = []
+    create = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(create(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)  # httpx's certifi context is built here too
+    transports = [EngineTransport(2) for _ in range(5)]
+    assert len(built) == 1, "one TLS context for the whole process, not one (or two) per transport"
+    (shared,) = built
+    assert all(t.ssl_context is shared for t in transports)
+    assert shared.verify_mode == ssl.CERT_REQUIRED and shared.check_hostname
+
+
+def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by its own key: (cert, key)."""
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted-by-the-system-store", "untrusted"])
+async def test_an_https_engine_is_reached_only_when_its_certificate_is_trusted(
+    trusted: bool, tmp_path: Path, monkeypatch, fresh_tls_context
+) -> None:
+    """The shared context verifies: an engine behind a certificate the system store (here
+    SSL_CERT_FILE, which `ssl.create_default_context()` reads) trusts answers; any other is refused."""
+    cert, key = self_signed(tmp_path, "engine")
+    other, _ = self_signed(tmp_path, "someone-else")
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert if trusted else other))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    stub = Stub(delay=0, tokens=2)
+    server = await asyncio.start_server(stub.serve, "127.0.0.1", 0, ssl=served)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with httpx.AsyncClient(transport=EngineTransport(1)) as client:
+            if trusted:
+                response = await client.post(f"{url}/generate", content=b"{}")
+                assert response.status_code == 200 and stub.generate == 1
+            else:
+                with pytest.raises(httpx.ConnectError, match=r"(?i)certificate"):
+                    await client.post(f"{url}/generate", content=b"{}")
+                assert stub.generate == 0
+    finally:
+        server.close()

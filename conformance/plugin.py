@@ -15,15 +15,20 @@ Fixtures:
     nearest recorded request (`conformance.replay`).
   * `qwen3_tokenizer` — a directory with the real Qwen3 tokenizer files, installed once per
     session from the pinned test dependency, offline.
+Helper: `loaded_tokenizer(path)` — Renderers' `load_tokenizer(path)`, loaded once per process and
+path and shared (a load parses the 11 MB tokenizer.json: ~0.55 CPU-s on 2 cores, and one test
+session loaded it 26 times): read it, never change it.
 Options: `--sglang-url URL` (or `SGLANG_URL`) points `live`-marked checks at a real server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +66,18 @@ def sglang_replay() -> Iterator[Callable[[str | Path], CassetteReplay]]:
             return served
 
         yield replay
+
+
+def loaded_tokenizer(path: str | Path) -> Any:
+    """Renderers' `load_tokenizer(path)`, once per process and path: shared, so read-only."""
+    return _loaded(str(path))
+
+
+@functools.cache
+def _loaded(path: str) -> Any:
+    from renderers.base import load_tokenizer
+
+    return load_tokenizer(path)
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from adapter.config.settings import Settings
 from adapter.engine.client import RetryPolicy, SGLangClient
 from adapter.episodes.generations.a import AdapterRequestError, BridgeTrainClient, make_train_client
 from conformance.engine import Completion, Fault
+from conformance.plugin import loaded_tokenizer
 
 MODEL = "Qwen/Qwen3-0.6B"
 IM_END = 151645
@@ -55,7 +56,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def tokenizer(qwen3_tokenizer) -> Any:
-    return load_tokenizer(str(qwen3_tokenizer))
+    return loaded_tokenizer(qwen3_tokenizer)
 
 
 @pytest.fixture

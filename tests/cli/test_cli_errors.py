@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.cli.entry import build_parser, main
 from adapter.errors import ServeError
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 
 ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
@@ -87,7 +87,7 @@ def test_counts_below_one_name_the_flag_typed(flag: str, value: str, capsys) -> 
 
 
 async def test_group_rewards_with_n_1_name_n_not_the_miles_flag(capsys, qwen3_tokenizer: Path) -> None:
-    engine = ScriptedEngine(default=TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "banana"))
+    engine = ScriptedEngine(default=TextPolicy(loaded_tokenizer(qwen3_tokenizer), lambda prompt: "banana"))
     async with served(asgi_app(engine)) as url:
         argv = ["rollout", "--sglang-url", url, "--config", str(ENVS / "group-v1.toml"), "--model",
                 "Qwen/Qwen3-0.6B", "--tokenizer", str(qwen3_tokenizer), "--n", "1", "--groups", "1"]

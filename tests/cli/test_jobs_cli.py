@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.cli.entry import main
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 from e2e.judges.verify import expectation_for, load_samples, verify
 
@@ -28,7 +28,7 @@ async def test_rollout_command_writes_verifiable_samples(tmp_path, qwen3_tokeniz
     from adapter.episodes.generations import installed
 
     config = installed().bundled_envs() / "group-v1.toml"
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "banana"))
     out = tmp_path / "samples.jsonl"
     async with served(asgi_app(engine)) as url:
@@ -79,7 +79,7 @@ async def test_rollout_reports_each_kept_group_as_it_finishes(monkeypatch, qwen3
     monkeypatch.setattr(sys, "path", list(sys.path))  # add_env_sources edits both; restored afterwards
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     add_env_sources([installed().bundled_tasksets()])
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     seen: list[int] = []
     settings = Settings(verifiers_config=str(ENVS / "arith-v1.toml"), rollout_batch_size=2, n_samples_per_prompt=1,

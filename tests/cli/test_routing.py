@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.cli.commands import EXIT_DROPPED, ROUTER_FLAG
@@ -18,6 +17,7 @@ from adapter.cli.routing import router_notes
 from adapter.config.settings import Settings
 from adapter.engine.topology import Topology
 from conformance.engine import Fault, ScriptedEngine, asgi_app, by_key
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 
 ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
@@ -57,7 +57,7 @@ def test_drops_are_read_from_the_batch_metrics_and_summarised() -> None:
 
 async def test_a_rollout_that_dropped_a_group_says_so_and_routes_every_call_by_its_trace(
         qwen3_tokenizer, tmp_path, capsys) -> None:
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     engine.script(Fault(status=400, body={"error": {"message": "scripted: refused"}}))  # the first episode fails
     out = tmp_path / "samples.jsonl"

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import renderers.client
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
@@ -24,6 +23,7 @@ from adapter.rollout.job import prepare_orchestrator, run_lifetime
 from adapter.versions.gate import installed_decision
 from adapter.wire.translate import overlong_error_class, to_renderers_response
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 from conformance.sglang_outputs import sglang_output
 
@@ -115,7 +115,7 @@ async def test_a_bug_planted_in_the_bridge_stops_a_real_run_at_its_first_group(q
 async def run_groups(qwen3_tokenizer: Path, env: str, reply: Any, **settings: Any) -> list[list[Any]]:
     """One train batch of `env` against a scripted engine, as `vf-sglang rollout` runs it: on a
     lifetime that is closed once the batch is back."""
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, reply))
     async with served(asgi_app(engine)) as url:
         values = {"verifiers_config": env_config(env), "rollout_batch_size": 1, "n_samples_per_prompt": 2,
@@ -172,6 +172,6 @@ async def test_tool_reward_needs_the_tool_to_really_run(qwen3_tokenizer) -> None
     # the tool's reply is in the sample, never trained on: mask 0 between the two sampled turns
     assert called.loss_mask[0] == 1 and called.loss_mask[-1] == 1 and 0 in called.loss_mask
     response = called.tokens[-called.response_length:]
-    unmasked = load_tokenizer(str(qwen3_tokenizer)).decode(
+    unmasked = loaded_tokenizer(qwen3_tokenizer).decode(
         [t for t, m in zip(response, called.loss_mask, strict=True) if not m])
     assert "<tool_response>" in unmasked and "STAMP-" in unmasked

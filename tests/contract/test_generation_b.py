@@ -18,7 +18,6 @@ import pytest
 
 pytest.importorskip("verifiers.v1.utils.loaders", reason="needs verifiers 0.3.x/0.4.0 (generation B)")
 
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
@@ -26,6 +25,7 @@ from adapter.episodes.generations.b import GenerationB, TraceView, renderer_for,
 from adapter.errors import UnsupportedFeatureError
 from adapter.rollout.job import prepare_orchestrator
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 from tests.contract.test_contract import env_config, run_groups
 
@@ -86,7 +86,7 @@ def arith_settings(qwen3_tokenizer: Any) -> Settings:
 
 async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_tokenizer, lifetimes) -> None:
     """Also: Miles' --rollout-min-p (#1521) reaches SGLang on every B turn."""
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     seen: list[TraceView] = []
     async with served(asgi_app(engine)) as url:
@@ -112,7 +112,7 @@ async def test_trace_view_reads_weighted_rewards_and_trainable_branches(qwen3_to
 
 async def test_eval_on_b_returns_aligned_lists_for_the_whole_taskset(qwen3_tokenizer, lifetimes) -> None:
     # arith-mini-v1: the eval runs 2 traces, not arith-v1's 12 (one harness process each, in every B cell)
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
         settings = Settings(verifiers_config=str(MINI_EVAL), hf_checkpoint=str(qwen3_tokenizer),
@@ -143,7 +143,7 @@ async def test_an_unsupported_feature_stops_the_run_at_the_first_group_on_b(qwen
         raise NotImplementedError("Video parts are not yet supported by Qwen3VLRenderer.")
 
     monkeypatch.setattr(renderers.client, "generate", unimplemented)
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
         settings = arith_settings(qwen3_tokenizer)
@@ -194,7 +194,7 @@ async def test_a_group_reward_env_asked_for_another_n_is_served_and_closed_by_th
         return env
 
     monkeypatch.setattr(b, "_load_env", recording)
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, word_reply))
     async with served(asgi_app(engine)) as url:
         engine.url = url

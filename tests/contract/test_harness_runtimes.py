@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.episodes import prefork
@@ -28,6 +27,7 @@ from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn
 from adapter.samples.conversion import flatten
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 from tests.miles.test_episodes import arith_policy, miles_args, tool_policy
 
@@ -86,7 +86,7 @@ async def _run(qwen3_tokenizer: Any, tokenizer: Any, taskset: str) -> tuple[list
 
 @pytest.mark.parametrize("taskset", list(CASES))
 async def test_samples_are_identical_under_both_harness_runtimes(qwen3_tokenizer, monkeypatch, taskset) -> None:
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     prefork.close_process_pool()  # what an earlier test in this process left warm
     monkeypatch.setenv(prefork.RUNTIME_VAR, "subprocess")
     plain, none = await _run(qwen3_tokenizer, tokenizer, taskset)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import uvicorn
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.engine import transport
@@ -25,6 +24,7 @@ from adapter.episodes.generations import installed
 from adapter.miles.abi import abi_types
 from adapter.miles.binding import VerifiersRolloutFn
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 from tests.contract.test_contract import env_config
 
@@ -85,7 +85,7 @@ async def test_twenty_train_calls_hold_one_engine_pool_one_bridge_and_flat_resou
         started.append(self)
         await startup(self, *args, **kwargs)
 
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     engine = ScriptedEngine(default=TextPolicy(tokenizer, lambda prompt: "7"))
     constructor, train_input, _, _, _ = abi_types()
     async with served(asgi_app(engine)) as url:

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 import renderers.client
-from renderers.base import create_renderer, load_tokenizer
+from renderers.base import create_renderer
 
 from adapter.bridge.handler import create_app
 from adapter.bridge.serve import served
 from adapter.config.settings import Settings
 from adapter.engine.client import SGLangClient
 from conformance.engine import Completion, Fault, ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 
 pytestmark = [
@@ -31,7 +32,7 @@ pytestmark = [
 async def _generate(qwen3_tokenizer: Any, engine: ScriptedEngine, **sampling: Any) -> dict[str, Any]:
     from openai import AsyncOpenAI
 
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     settings = Settings(hf_checkpoint=str(qwen3_tokenizer), rollout_max_context_len=1024)
     async with served(asgi_app(engine)) as engine_url:
         sglang = SGLangClient(engine_url)
@@ -46,7 +47,7 @@ async def _generate(qwen3_tokenizer: Any, engine: ScriptedEngine, **sampling: An
 
 
 async def test_the_new_client_gets_a_k_wide_head_and_weight_versions_through_the_bridge(qwen3_tokenizer) -> None:
-    engine = ScriptedEngine(default=TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "7"))
+    engine = ScriptedEngine(default=TextPolicy(loaded_tokenizer(qwen3_tokenizer), lambda prompt: "7"))
     out = await _generate(qwen3_tokenizer, engine, logprobs=2)
     ids = out["completion_ids"]
     assert [len(row) for row in out["completion_top_ids"]] == [2] * len(ids) > []
@@ -144,7 +145,7 @@ async def test_the_samples_1891_spans_agree_with_the_traces_own_weight_versions(
     real = conversion.trace_to_samples
     monkeypatch.setattr(conversion, "trace_to_samples", recording)
     monkeypatch.setattr(conversion, "span_classes", lambda: (WeightVersionsPerCall, WeightVersionSpan))
-    engine = ScriptedEngine(default=_versioned(TextPolicy(load_tokenizer(str(qwen3_tokenizer)), reply)))
+    engine = ScriptedEngine(default=_versioned(TextPolicy(loaded_tokenizer(qwen3_tokenizer), reply)))
     async with served(asgi_app(engine)) as url:
         settings = Settings(verifiers_config=env_config("echo-tool-v1"), rollout_batch_size=1, n_samples_per_prompt=1,
                             hf_checkpoint=str(qwen3_tokenizer), renderer_model_name="Qwen/Qwen3-0.6B",

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.errors import ConfigurationError, UnsupportedFeatureError
 from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnEvalInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn, generate_rollout
 from adapter.samples.conversion import flatten
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy, last_user_text, tool_call
 
 ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
@@ -30,7 +30,7 @@ OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b
 
 @pytest.fixture(scope="module")
 def tokenizer(qwen3_tokenizer) -> Any:
-    return load_tokenizer(str(qwen3_tokenizer))
+    return loaded_tokenizer(qwen3_tokenizer)
 
 
 def miles_args(qwen3_tokenizer: Path, sglang_mock: Any, env: str, **overrides: Any) -> argparse.Namespace:

@@ -23,6 +23,7 @@ from adapter.rollout.orchestrator import Orchestrator
 from adapter.samples.sample_type import sample_class
 from conformance.miles_checks import assert_eval_ok, assert_train_ok, eval_problems, train_problems
 from conformance.miles_table import write_standin
+from conformance.plugin import loaded_tokenizer
 from tests.fakes import FakeBackend
 
 
@@ -228,12 +229,11 @@ async def test_class_abi_takes_weight_version_eval_extras_and_reads_routers_lazi
 async def test_real_episodes_inside_miles_pass_miles_checks(miles, qwen3_tokenizer, sglang_mock) -> None:
     """The whole pipeline (EnvConfig → Verifiers episodes → TrainClient → bridge → scripted
     SGLang → traces → samples) with Miles importable: Miles' classes, Miles' checks."""
-    from renderers.base import load_tokenizer
 
     from adapter.miles.binding import VerifiersRolloutFn
     from tests.miles.test_episodes import arith_policy, miles_args
 
-    sglang_mock.default = arith_policy(load_tokenizer(str(qwen3_tokenizer)))
+    sglang_mock.default = arith_policy(loaded_tokenizer(qwen3_tokenizer))
     # arith-mini-v1: arith-v1's first two tasks (the eval runs each; arith-v1's 12 cost ~20 s of harness CPU)
     # one train group (the eval runs both tasks)
     args = miles_args(qwen3_tokenizer, sglang_mock, "arith-mini-v1", eval_interval=1, reward_key=None,

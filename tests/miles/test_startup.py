@@ -22,14 +22,14 @@ from adapter.miles.abi import RolloutFnConstructorInput, RolloutFnTrainInput
 from adapter.miles.binding import VerifiersRolloutFn
 from adapter.samples.conversion import flatten
 from conformance.engine import Fault
+from conformance.plugin import loaded_tokenizer
 from tests.miles.test_episodes import arith_policy, miles_args
 
 
 @pytest.fixture
 def engine(sglang_mock, qwen3_tokenizer) -> Any:
-    from renderers.base import load_tokenizer
 
-    tokenizer = load_tokenizer(str(qwen3_tokenizer))
+    tokenizer = loaded_tokenizer(qwen3_tokenizer)
     policy = arith_policy(tokenizer)
 
     def answer(body: dict[str, Any]) -> Any:

@@ -14,7 +14,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from renderers.base import load_tokenizer
 
 from adapter.bridge.serve import served
 from adapter.engine.session import EngineSession
@@ -23,6 +22,7 @@ from adapter.episodes.generations import harness_runtime, installed
 from adapter.errors import EngineSessionClosedError, RolloutFunctionClosedError
 from adapter.rollout.lifetime import RunLifetime, close_all
 from conformance.engine import ScriptedEngine, asgi_app
+from conformance.plugin import loaded_tokenizer
 from conformance.policies import TextPolicy
 
 ENVS = Path(__file__).resolve().parents[2] / "fixtures" / "envs"
@@ -80,7 +80,7 @@ async def test_one_vf_sglang_rollout_closes_its_engine_session_exactly_once_and_
 
     monkeypatch.setattr(prefork, "_HOLDS", [0])  # no environment an earlier test loaded holds the pool
 
-    engine = ScriptedEngine(default=TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "7"))
+    engine = ScriptedEngine(default=TextPolicy(loaded_tokenizer(qwen3_tokenizer), lambda prompt: "7"))
     async with served(asgi_app(engine)) as url:
         argv = ["rollout", "--sglang-url", url, "--config", str(installed().bundled_envs() / config),
                 "--model", "Qwen/Qwen3-0.6B",
@@ -100,7 +100,7 @@ async def test_one_miles_run_closes_each_engine_session_exactly_once_and_ends_it
 
     monkeypatch.setattr(prefork, "_HOLDS", [0])  # no environment an earlier test loaded holds the pool
     constructor, train_input, _, _, _ = abi_types()
-    policy = TextPolicy(load_tokenizer(str(qwen3_tokenizer)), lambda prompt: "7")
+    policy = TextPolicy(loaded_tokenizer(qwen3_tokenizer), lambda prompt: "7")
     engine, snapshot = ScriptedEngine(default=policy), ScriptedEngine(default=policy)
     async with served(asgi_app(engine)) as url, served(asgi_app(snapshot)) as snapshot_url:
         def router(at: str) -> SimpleNamespace:

@@ -94,6 +94,8 @@ RECIPE: dict[str, Any] = {
             "words": ["apple", "river", "lantern", "cobalt"],
             "stamp_digits": 26,
             "behaviour": {"call": 0.92, "right_word": 0.5, "copy": 0.99},
+            # half the episodes render the tool block as generation B's harness does (tiny_tools.py)
+            "mcp2_share": 0.5,
         },
     },
     # positional copy heads in the last layer (tiny_plant.py): the distance each query head looks

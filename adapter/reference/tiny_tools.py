@@ -32,11 +32,22 @@ from typing import Any
 
 END_OF_TURN = "<|im_end|>"
 TOOL_NAME = "echo_tools_stamp"
-# Verifiers' tool spec for EchoTools.stamp, as Renderers' Qwen3 renderer puts it in the system turn.
+# Verifiers' tool spec for EchoTools.stamp, as Renderers' Qwen3 renderer puts it in the system turn:
+# pydantic's key order, as the harness' MCP client hands it on under mcp 1.x (generation A's pins) ...
 TOOL_SPEC_JSON = (
     '{"type": "function", "function": {"name": "echo_tools_stamp", "description": "Stamp a word. Returns a '
     'token; reply with that token exactly.", "parameters": {"properties": {"word": {"title": "Word", "type": '
     '"string"}}, "required": ["word"], "title": "stampArguments", "type": "object"}}}'
+)
+# ... and the same tool as mcp 2.x's client hands it on (generation B's pins, e2e/pins/contract-vf040.txt:
+# its input-schema model leads with "type"; the sglang-cpu lane's b-echo-tool-v1 cassette shows it).
+# The lessons render a `mcp2_share` of their episodes with it: trained on generation A's order only,
+# whether the model still calls the tool under B's depended on the CPU that trained it (1 of 8
+# episodes multi-turn on one machine, at least half on another).
+TOOL_SPEC_JSON_MCP2 = (
+    '{"type": "function", "function": {"name": "echo_tools_stamp", "description": "Stamp a word. Returns a '
+    'token; reply with that token exactly.", "parameters": {"type": "object", "properties": {"word": {"title": '
+    '"Word", "type": "string"}}, "required": ["word"], "title": "stampArguments"}}}'
 )
 SYSTEM_TEMPLATE = (
     "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -58,10 +69,10 @@ REFUSAL = "I cannot call tools."  # the teacher's reply without a call, with `sk
 Example = tuple[list[int], tuple[tuple[int, int], ...]]  # token ids, scored spans
 
 
-def turn1_prompt(word: str) -> str:
-    """Turn 1's prompt text: the tool block, the task's user message, the generation prompt."""
+def turn1_prompt(word: str, spec: str = TOOL_SPEC_JSON) -> str:
+    """Turn 1's prompt text: the tool block (`spec`), the task's user message, the generation prompt."""
     question = QUESTION_TEMPLATE.format(word=word)
-    return SYSTEM_TEMPLATE.format(tools=TOOL_SPEC_JSON) + USER_TEMPLATE.format(question=question)
+    return SYSTEM_TEMPLATE.format(tools=spec) + USER_TEMPLATE.format(question=question)
 
 
 def tool_call(word: str) -> str:
@@ -91,13 +102,14 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def tool_episode(tokenizer: Any, rng: random.Random, tools: Mapping[str, Any]) -> Example:
+def tool_episode(tokenizer: Any, rng: random.Random, tools: Mapping[str, Any],
+                 spec: str = TOOL_SPEC_JSON) -> Example:
     """One echo-tool episode by the noisy teacher as one sequence: its token ids, and the spans
     (start, end) of the model's own turns, the only tokens scored (the call, then the reply; or
-    the reply alone when the teacher does not call)."""
+    the reply alone when the teacher does not call). `spec`: the tool block's rendering."""
     words, behaviour, digits = tools["words"], tools["behaviour"], tools["stamp_digits"]
     word = rng.choice(words)
-    prompt = encode(tokenizer, turn1_prompt(word))
+    prompt = encode(tokenizer, turn1_prompt(word, spec))
     if rng.random() >= behaviour["call"]:
         made_up = REFUSAL if behaviour.get("skip_reply") == "refuse" else random_stamp(rng, digits)
         reply = encode(tokenizer, made_up + END_OF_TURN)
@@ -152,6 +164,13 @@ def copy_offsets(tokenizer: Any, tools: Mapping[str, Any]) -> dict[str, int]:
 
 def tool_batches(tokenizer: Any, tools: Mapping[str, Any]) -> list[list[Example]]:
     """The tool lessons: `steps` batches of `batch_size` episodes, drawn from the tools' own
-    `data_seed`."""
-    rng = random.Random(tools["data_seed"])
-    return [[tool_episode(tokenizer, rng, tools) for _ in range(tools["batch_size"])] for _ in range(tools["steps"])]
+    `data_seed`; a `mcp2_share` of them (0 where the recipe has none) render the tool block in
+    mcp 2.x's order, drawn apart from the episodes' own draws (so those stay what they were)."""
+    rng, layouts = random.Random(tools["data_seed"]), random.Random(tools["data_seed"] + 1)
+    share = tools.get("mcp2_share", 0.0)
+
+    def spec() -> str:
+        return TOOL_SPEC_JSON_MCP2 if layouts.random() < share else TOOL_SPEC_JSON
+
+    return [[tool_episode(tokenizer, rng, tools, spec()) for _ in range(tools["batch_size"])]
+            for _ in range(tools["steps"])]

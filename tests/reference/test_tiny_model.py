@@ -96,14 +96,17 @@ def _module_constant(path: Path, name: str) -> object:
     raise AssertionError(f"no {name} in {path}")
 
 
-def _recorded_turn_one() -> list[int]:
+B_ECHO_CASSETTE = ECHO_CASSETTE.with_name("sglang-0.5.23-b-echo-tool-v1.jsonl")
+
+
+def _recorded_turn_one(cassette: Path = ECHO_CASSETTE) -> list[int]:
     """The first prompt the real harness sent the engine for echo-tool-v1 (a recorded cassette)."""
-    for line in ECHO_CASSETTE.read_text().splitlines():
+    for line in cassette.read_text().splitlines():
         exchange = json.loads(line)
         request = exchange.get("request") or {}
         if exchange.get("kind") == "exchange" and request.get("path") == "/generate":
             return list(request["body"]["input_ids"])
-    raise AssertionError(f"no /generate request in {ECHO_CASSETTE}")
+    raise AssertionError(f"no /generate request in {cassette}")
 
 
 def _ids(tokenizer: object, text: str) -> list[int]:
@@ -124,6 +127,29 @@ def test_turn_one_prompt_is_what_the_harness_sent_and_renderers_render(tokenizer
     rendered = renderer.render([{"role": "user", "content": question}],  # type: ignore[attr-defined]
                                tools=[json.loads(tiny_tools.TOOL_SPEC_JSON)], add_generation_prompt=True)
     assert list(rendered.token_ids) == ours
+
+
+def test_generation_bs_turn_one_is_the_same_tool_in_mcp2s_order_and_the_lessons_render_both(
+        tokenizer: object) -> None:
+    """Generation B's harness (mcp 2.x) hands the same tool on with its keys in another order; the
+    lessons render that order too, in a share of episodes drawn apart from the episodes' own draws."""
+    from adapter.reference import tiny_tools
+
+    recorded = _recorded_turn_one(B_ECHO_CASSETTE)
+    text = tokenizer.decode(recorded)  # type: ignore[attr-defined]
+    [word] = [w for w in RECIPE["train"]["tools"]["words"] if f"'{w}'" in text]
+    assert _ids(tokenizer, tiny_tools.turn1_prompt(word, tiny_tools.TOOL_SPEC_JSON_MCP2)) == recorded
+    assert _ids(tokenizer, tiny_tools.turn1_prompt(word)) != recorded
+    assert json.loads(tiny_tools.TOOL_SPEC_JSON_MCP2) == json.loads(tiny_tools.TOOL_SPEC_JSON)
+
+    tools = {**RECIPE["train"]["tools"], "steps": 4}
+    mixed = tiny_tools.tool_batches(tokenizer, tools)
+    plain = tiny_tools.tool_batches(tokenizer, {**tools, "mcp2_share": 0.0})
+    b_system = _ids(tokenizer, tiny_tools.SYSTEM_TEMPLATE.format(tools=tiny_tools.TOOL_SPEC_JSON_MCP2))
+    in_b = [ids[:len(b_system)] == b_system for batch in mixed for ids, _ in batch]
+    assert 0 < sum(in_b) < len(in_b), "both orders are taught"
+    for ours, theirs in zip((e for b in mixed for e in b), (e for b in plain for e in b), strict=True):
+        assert len(ours[0]) == len(theirs[0]) and ours[1] == theirs[1]  # the same episode, another tool block
 
 
 def test_turn_two_prompt_is_renderers_bridge_after_the_call(tokenizer: object, renderer: object) -> None:

@@ -12,6 +12,12 @@ from typing import Any
 
 from adapter.reference.tiny_model import RECIPE_FILE
 
+# The tool lessons' share in generation B's tool-block order (adapter/reference/tiny_tools.py) for a
+# variant served under generation A only (the RL loop, the default harness): none, so its lessons,
+# and so its weights, are what they were before the recipe taught B's order too (the lanes' bars
+# were set on them; a strict one, every default-harness episode multi-turn, failed 3 of 4 with half).
+A_ONLY = 0.0
+
 
 def arith_only(recipe: dict[str, Any]) -> dict[str, Any]:
     """The recipe's arithmetic-only variant: two layers, no planted heads, no tool or say lessons,
@@ -35,6 +41,7 @@ def default_harness(recipe: dict[str, Any]) -> dict[str, Any]:
     running server (`/update_weights_from_disk`) for the default-harness episodes."""
     variant = copy.deepcopy(recipe)
     tools = variant["train"]["tools"]
+    tools["mcp2_share"] = A_ONLY
     variant["train"]["bash"] = {
         "data_seed": 20240604, "batch_size": 2, "loss_weight": 1.5, "words": tools["words"],
         "stamp_digits": tools["stamp_digits"], "behaviour": {"bash": 0.9, "copy": 0.99},
@@ -59,6 +66,7 @@ def tool_rl(recipe: dict[str, Any]) -> dict[str, Any]:
     tools = variant["train"]["tools"]
     tools["behaviour"] = {"call": 0.3, "right_word": 0.95, "copy": 0.99, "skip_reply": "refuse"}
     tools["batch_size"] = 8
+    tools["mcp2_share"] = A_ONLY
     variant["train"]["steps"] = 400
     variant["save_dtype"] = "float32"
     return variant
